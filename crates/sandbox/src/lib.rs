@@ -1,0 +1,16 @@
+//! Sandboxing of tool processes.
+//!
+//! - [`policy`]: `sandbox.yaml` parsing (errors with file and line), path variables,
+//!   named profiles, reload on change, the embedded default policy.
+//! - [`validate`]: the dangerous-command validator and the per-agent rate limiter.
+//! - [`rules`]: [`rules::ResolvedRules`], a policy resolved for one request (concrete paths).
+//! - [`confine`]: turns resolved rules into a prepared Landlock ruleset + seccomp filter
+//!   ([`confine::Confinement`]), built in the parent.
+//! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
+//!   group, applies the confinement and `exec`s the tool.
+
+pub mod confine;
+pub mod policy;
+pub mod rules;
+pub mod spawn;
+pub mod validate;

@@ -1,0 +1,32 @@
+//! A policy resolved for one request: the concrete rules the confinement enforces.
+
+use std::path::PathBuf;
+
+/// Network rules of a resolved policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkRules {
+    /// `false`: no network at all (Landlock TCP deny + seccomp on `socket(2)` for IP and packet families).
+    pub enabled: bool,
+    /// Non-empty: only these TCP ports may be bound.
+    pub bind_tcp: Vec<u16>,
+    /// Non-empty: only these TCP ports may be connected to.
+    pub connect_tcp: Vec<u16>,
+}
+
+/// The rules for one tool run, with every path variable expanded and every
+/// path that does not exist already dropped (and logged) by the resolver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedRules {
+    /// Read files, list directories.
+    pub ro: Vec<PathBuf>,
+    /// `ro` + execute.
+    pub rox: Vec<PathBuf>,
+    /// `ro` + write, create, remove, rename, truncate.
+    pub rw: Vec<PathBuf>,
+    /// `rw` + execute.
+    pub rwx: Vec<PathBuf>,
+    /// Network policy.
+    pub network: NetworkRules,
+    /// Run with what the kernel supports (`true`) or refuse when a rule cannot be enforced.
+    pub best_effort: bool,
+}

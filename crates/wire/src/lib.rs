@@ -1,0 +1,16 @@
+//! The 9P2000 wire format.
+//!
+//! - [`message`]: the message types (`Frame` = tag + [`Body`]), [`Qid`], [`Stat`].
+//! - [`codec`]: [`encode`] and [`decode`] of whole frames (size[4] type[1] tag[2] ...),
+//!   and of stat(5) entries for directory reads.
+//!
+//! Decoding is total: hostile bytes produce a [`DecodeError`], never a panic, and
+//! nothing is allocated beyond what the frame itself holds (the caller bounds the
+//! frame by the negotiated msize before decoding). A frame whose header was
+//! readable keeps its tag in the error, so a server can answer `Rerror` for it.
+
+pub mod codec;
+pub mod message;
+
+pub use codec::{decode, decode_stat, encode, encode_stat, encode_to_vec, DecodeError};
+pub use message::*;
