@@ -11,25 +11,37 @@ pub const MAXWELEM: usize = 16;
 /// The protocol version string.
 pub const VERSION_9P2000: &str = "9P2000";
 
-/// Qid type bits.
+/// Qid type bit: a directory.
 pub const QTDIR: u8 = 0x80;
+/// Qid type bit: an append-only file.
 pub const QTAPPEND: u8 = 0x40;
+/// Qid type bit: an exclusive-use file.
 pub const QTEXCL: u8 = 0x20;
+/// Qid type bit: an authentication file (the afid of `Tauth`).
 pub const QTAUTH: u8 = 0x08;
+/// Qid type of a plain file (no bits set).
 pub const QTFILE: u8 = 0x00;
 
-/// Mode bits of a stat entry (high bits of `mode`).
+/// Mode bit of a stat entry (high bits of `mode`): a directory.
 pub const DMDIR: u32 = 0x8000_0000;
+/// Mode bit of a stat entry: append-only.
 pub const DMAPPEND: u32 = 0x4000_0000;
+/// Mode bit of a stat entry: exclusive use.
 pub const DMEXCL: u32 = 0x2000_0000;
+/// Mode bit of a stat entry: an authentication file.
 pub const DMAUTH: u32 = 0x0800_0000;
 
-/// Open modes (low two bits) and flags of `Topen`/`Tcreate`.
+/// Open mode (low two bits of `Topen`/`Tcreate` mode): read.
 pub const OREAD: u8 = 0;
+/// Open mode: write.
 pub const OWRITE: u8 = 1;
+/// Open mode: read and write.
 pub const ORDWR: u8 = 2;
+/// Open mode: execute (read permission plus execute check).
 pub const OEXEC: u8 = 3;
+/// Open flag: truncate the file.
 pub const OTRUNC: u8 = 0x10;
+/// Open flag: remove the file when the fid is clunked.
 pub const ORCLOSE: u8 = 0x40;
 
 /// A server's unique identification of a file.
@@ -46,64 +58,141 @@ pub struct Qid {
 /// A stat(5) directory entry. `size[2]` is implicit (computed on encode).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Stat {
+    /// For kernel use (0 from this server).
     pub ty: u16,
+    /// For kernel use (0 from this server).
     pub dev: u32,
+    /// The file's qid.
     pub qid: Qid,
     /// Permission bits plus `DMDIR` etc.
     pub mode: u32,
+    /// Last access time, seconds since the epoch.
     pub atime: u32,
+    /// Last modification time, seconds since the epoch.
     pub mtime: u32,
+    /// Length in bytes (0 for directories and synthetic streams).
     pub length: u64,
+    /// Last path element (`/` for the root).
     pub name: String,
+    /// Owner name.
     pub uid: String,
+    /// Group name.
     pub gid: String,
+    /// Name of the user who last modified the file.
     pub muid: String,
 }
 
 /// One message: its tag and its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// The tag chosen by the client; the reply carries the same tag.
     pub tag: u16,
+    /// The message itself.
     pub body: Body,
 }
 
 /// The body of every 9P2000 T- and R-message. Message type numbers are in
 /// [`Body::type_id`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)] // field names are those of intro(5), described on each variant
 pub enum Body {
+    /// Negotiate msize and protocol version: `msize[4] version[s]`.
     Tversion { msize: u32, version: String },
+    /// The server's msize and version: `msize[4] version[s]`.
     Rversion { msize: u32, version: String },
-    Tauth { afid: u32, uname: String, aname: String },
+    /// Open an authentication fid: `afid[4] uname[s] aname[s]`.
+    Tauth {
+        afid: u32,
+        uname: String,
+        aname: String,
+    },
+    /// The auth file's qid (type `QTAUTH`): `aqid[13]`.
     Rauth { aqid: Qid },
-    Tattach { fid: u32, afid: u32, uname: String, aname: String },
+    /// Attach `fid` to the root, authenticated by `afid` (or `NOFID`): `fid[4] afid[4] uname[s] aname[s]`.
+    Tattach {
+        fid: u32,
+        afid: u32,
+        uname: String,
+        aname: String,
+    },
+    /// The root's qid: `qid[13]`.
     Rattach { qid: Qid },
+    /// A failed request: `ename[s]`.
     Rerror { ename: String },
+    /// Abandon the request tagged `oldtag`: `oldtag[2]`.
     Tflush { oldtag: u16 },
+    /// The flush is done; no reply will follow for `oldtag`.
     Rflush,
-    Twalk { fid: u32, newfid: u32, wnames: Vec<String> },
+    /// Walk `fid` through `wnames` (at most 16) to `newfid`: `fid[4] newfid[4] nwname[2] nwname*wname[s]`.
+    Twalk {
+        fid: u32,
+        newfid: u32,
+        wnames: Vec<String>,
+    },
+    /// One qid per element walked: `nwqid[2] nwqid*qid[13]`.
     Rwalk { wqids: Vec<Qid> },
+    /// Open `fid` with `mode` (`OREAD`... plus flags): `fid[4] mode[1]`.
     Topen { fid: u32, mode: u8 },
+    /// The opened file's qid and I/O unit: `qid[13] iounit[4]`.
     Ropen { qid: Qid, iounit: u32 },
-    Tcreate { fid: u32, name: String, perm: u32, mode: u8 },
+    /// Create `name` in the directory `fid`: `fid[4] name[s] perm[4] mode[1]`.
+    Tcreate {
+        fid: u32,
+        name: String,
+        perm: u32,
+        mode: u8,
+    },
+    /// The created file's qid and I/O unit: `qid[13] iounit[4]`.
     Rcreate { qid: Qid, iounit: u32 },
+    /// Read `count` bytes at `offset`: `fid[4] offset[8] count[4]`.
     Tread { fid: u32, offset: u64, count: u32 },
+    /// The bytes read: `count[4] data[count]`.
     Rread { data: Vec<u8> },
-    Twrite { fid: u32, offset: u64, data: Vec<u8> },
+    /// Write `data` at `offset`: `fid[4] offset[8] count[4] data[count]`.
+    Twrite {
+        fid: u32,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// How many bytes were written: `count[4]`.
     Rwrite { count: u32 },
+    /// Forget `fid`: `fid[4]`.
     Tclunk { fid: u32 },
+    /// The fid is forgotten.
     Rclunk,
+    /// Remove the file of `fid` and forget the fid: `fid[4]`.
     Tremove { fid: u32 },
+    /// The file is removed.
     Rremove,
+    /// Ask for the stat entry of `fid`: `fid[4]`.
     Tstat { fid: u32 },
     /// The stat entry as encoded by [`crate::encode_stat`] is carried inside
     /// `stat[n]`; here it is decoded.
     Rstat { stat: Stat },
+    /// Change the stat entry of `fid`: `fid[4] n[2] stat[n]`.
     Twstat { fid: u32, stat: Stat },
+    /// The stat entry was changed.
     Rwstat,
 }
 
 /// Message type numbers of 9P2000.
+#[allow(missing_docs)]
 pub mod msgtype {
+    /// The name of message type `ty` (e.g. `Twalk`), or `None` for a number that
+    /// is not a 9P2000 message (including the illegal `Terror`).
+    pub fn name(ty: u8) -> Option<&'static str> {
+        const NAMES: [&str; 28] = [
+            "Tversion", "Rversion", "Tauth", "Rauth", "Tattach", "Rattach", "Terror", "Rerror",
+            "Tflush", "Rflush", "Twalk", "Rwalk", "Topen", "Ropen", "Tcreate", "Rcreate", "Tread",
+            "Rread", "Twrite", "Rwrite", "Tclunk", "Rclunk", "Tremove", "Rremove", "Tstat",
+            "Rstat", "Twstat", "Rwstat",
+        ];
+        if ty == TERROR {
+            return None;
+        }
+        NAMES.get(usize::from(ty.checked_sub(TVERSION)?)).copied()
+    }
+
     pub const TVERSION: u8 = 100;
     pub const RVERSION: u8 = 101;
     pub const TAUTH: u8 = 102;
@@ -172,6 +261,8 @@ impl Body {
 
     /// Convenience constructor for an error reply.
     pub fn error(ename: impl Into<String>) -> Body {
-        Body::Rerror { ename: ename.into() }
+        Body::Rerror {
+            ename: ename.into(),
+        }
     }
 }
