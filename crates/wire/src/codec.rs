@@ -77,10 +77,12 @@ pub fn encoded_len(frame: &Frame) -> usize {
 pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
     let len = encoded_len(frame);
     out.reserve(len);
+    let start = out.len();
     out.extend_from_slice(&saturating_u32(len).to_le_bytes());
     out.push(frame.body.type_id());
     out.extend_from_slice(&frame.tag.to_le_bytes());
     put_body(out, &frame.body);
+    debug_assert_eq!(out.len() - start, len, "encoded_len disagrees with encode");
 }
 
 /// Encode a frame into a new vector.

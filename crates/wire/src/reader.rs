@@ -29,7 +29,7 @@ impl Fault {
             Fault::Truncated => format!("truncated {name}"),
             Fault::InvalidUtf8 => "invalid UTF-8 in string".to_owned(),
             Fault::TooManyWalk(n) => format!("too many walk elements: {n}"),
-            Fault::Trailing(n) => format!("{n} trailing bytes after {name}"),
+            Fault::Trailing(n) => format!("trailing bytes after {name}: {n}"),
             Fault::Stat(reason) => reason,
             Fault::UnknownType(ty) => format!("unknown message type {ty}"),
         }

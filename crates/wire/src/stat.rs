@@ -51,7 +51,7 @@ pub(crate) fn put_stat(out: &mut Vec<u8>, stat: &Stat) {
 
 /// Read one entry (size[2] included). The entry's fields must exactly fill its
 /// declared size: a short entry is `truncated stat entry`, extra bytes inside it
-/// are `stat entry has N trailing bytes`.
+/// are `trailing bytes in stat entry: N`.
 pub(crate) fn read_stat(r: &mut Reader<'_>) -> Result<Stat, Fault> {
     let truncated = |_| Fault::Stat("truncated stat entry".to_owned());
     let size = r.u16().map_err(truncated)?;
@@ -63,7 +63,7 @@ pub(crate) fn read_stat(r: &mut Reader<'_>) -> Result<Stat, Fault> {
     })?;
     if e.remaining() != 0 {
         return Err(Fault::Stat(format!(
-            "stat entry has {} trailing bytes",
+            "trailing bytes in stat entry: {}",
             e.remaining()
         )));
     }

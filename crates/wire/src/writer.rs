@@ -52,7 +52,7 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
 
 /// Wire length of a string field (clipped as [`put_str`] clips it).
 pub(crate) fn str_len(s: &str) -> usize {
-    2 + s.len().min(MAX_STR)
+    2 + clip(s, MAX_STR).len()
 }
 
 /// Append a qid: type[1] vers[4] path[8].
