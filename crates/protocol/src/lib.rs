@@ -1,1 +1,26 @@
-//! placeholder
+//! toolsrv protocol types shared by server and client (CONTRACT §6–§9): the request payload
+//! and its parser, [`ToolResult`], [`ProcStat`], [`ToolInfo`], the bypass broker's messages,
+//! completion messages, and Go-style durations and byte sizes.
+
+pub mod bypass;
+pub mod completion;
+pub mod duration;
+pub mod payload;
+pub mod procstat;
+pub mod result;
+pub mod size;
+pub mod timestamp;
+pub mod toolinfo;
+
+pub use bypass::{BypassRequest, Resolution};
+pub use completion::completion_message;
+pub use duration::{format_duration, parse_duration, DurationError, DurationReason};
+pub use payload::{
+    convert_args, encode_payload, escape_value, parse_payload, unescape_value, validate_agent_id,
+    validate_tool_name, NameError, Payload, PayloadError,
+};
+pub use procstat::{ProcStat, ProcState};
+pub use result::{Content, ToolResult};
+pub use size::{parse_size, SizeError};
+pub use timestamp::format_rfc3339_millis;
+pub use toolinfo::{ToolInfo, ToolSummary};

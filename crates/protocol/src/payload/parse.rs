@@ -1,0 +1,334 @@
+//! The payload parser: `key=value` lines to a [`Payload`].
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::error::{PayloadError, Quoted, TimeoutReason};
+use super::escape::unescape_value;
+use super::names::{is_valid_env_name, validate_agent_id, validate_tool_name};
+use super::Payload;
+use crate::duration::parse_duration;
+
+/// Parses a request payload.
+///
+/// The payload is UTF-8 text with one `key=value` field per line, split at the first `=`. A
+/// `\r` before a `\n` is dropped and empty lines are skipped. Values are unescaped with
+/// [`unescape_value`](super::unescape_value). Reserved keys fill the named fields (see
+/// CONTRACT §6); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
+/// [`Payload::args`]. Empty `session`, `cwd` and `sandbox` values count as absent.
+///
+/// # Errors
+///
+/// The first problem found, in line order: invalid UTF-8, a line without `=`, an empty key, a
+/// duplicate key, an invalid `tool`/`agent`/`bypass`/`timeout` value or `env.NAME` name; then a
+/// missing `tool`, then a missing `agent`.
+pub fn parse_payload(bytes: &[u8]) -> Result<Payload, PayloadError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| PayloadError::NotUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    let mut payload = Payload::default();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let (mut have_tool, mut have_agent) = (false, false);
+    for line in lines(text) {
+        let Some((key, raw)) = line.split_once('=') else {
+            return Err(PayloadError::MalformedLine {
+                line: Quoted::new(line),
+            });
+        };
+        if key.is_empty() {
+            return Err(PayloadError::EmptyKey {
+                line: Quoted::new(line),
+            });
+        }
+        if !seen.insert(key) {
+            return Err(PayloadError::DuplicateKey {
+                key: Quoted::new(key),
+            });
+        }
+        let value = unescape_value(raw);
+        match key {
+            "token" => payload.token = Some(value),
+            "tool" => {
+                validate_tool_name(&value)?;
+                payload.tool = value;
+                have_tool = true;
+            }
+            "agent" => {
+                validate_agent_id(&value)?;
+                payload.agent = value;
+                have_agent = true;
+            }
+            "session" => payload.session = non_empty(value),
+            "cwd" => payload.cwd = non_empty(value),
+            "sandbox" => payload.sandbox = non_empty(value),
+            "bypass" => payload.bypass = parse_bypass(&value)?,
+            "timeout" => payload.timeout = Some(parse_timeout(&value)?),
+            _ => match key.strip_prefix("env.") {
+                Some(name) if is_valid_env_name(name) => payload.env.push((name.to_owned(), value)),
+                Some(name) => {
+                    return Err(PayloadError::InvalidEnvName {
+                        name: Quoted::new(name),
+                    })
+                }
+                None => payload.args.push((key.to_owned(), value)),
+            },
+        }
+    }
+    if !have_tool {
+        return Err(PayloadError::MissingTool);
+    }
+    if !have_agent {
+        return Err(PayloadError::MissingAgent);
+    }
+    Ok(payload)
+}
+
+/// The non-empty lines of `text`, each without its `\n` and without a `\r` just before it.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut segments = text.split('\n').peekable();
+    std::iter::from_fn(move || {
+        let segment = segments.next()?;
+        // Only a segment that was followed by `\n` had a line ending to tolerate `\r` in.
+        let terminated = segments.peek().is_some();
+        Some(match segment.strip_suffix('\r') {
+            Some(stripped) if terminated => stripped,
+            _ => segment,
+        })
+    })
+    .filter(|line| !line.is_empty())
+}
+
+fn non_empty(value: String) -> Option<String> {
+    (!value.is_empty()).then_some(value)
+}
+
+fn parse_bypass(value: &str) -> Result<bool, PayloadError> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(PayloadError::InvalidBypass {
+            value: Quoted::new(value),
+        }),
+    }
+}
+
+fn parse_timeout(value: &str) -> Result<Duration, PayloadError> {
+    let invalid = |reason| PayloadError::InvalidTimeout {
+        value: Quoted::new(value),
+        reason,
+    };
+    match parse_duration(value) {
+        Ok(d) if d.is_zero() => Err(invalid(TimeoutReason::Zero)),
+        Ok(d) => Ok(d),
+        Err(e) => Err(invalid(TimeoutReason::Syntax(e.reason))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::NameError;
+
+    fn parse(text: &str) -> Result<Payload, String> {
+        parse_payload(text.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    fn err(text: &str) -> String {
+        match parse(text) {
+            Ok(p) => panic!("{text:?} should fail, parsed {p:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn parses_every_reserved_key() {
+        let p = parse(
+            "token=t0k\ntool=shell\nagent=a1\nsession=s1\ncwd=/tmp/x y\nenv.FOO=bar\nenv._B2=\n\
+             bypass=true\ntimeout=1m30s\nsandbox=strict\ncommand=echo hi\nlimit=5\n",
+        );
+        assert_eq!(
+            p,
+            Ok(Payload {
+                token: Some("t0k".into()),
+                tool: "shell".into(),
+                agent: "a1".into(),
+                session: Some("s1".into()),
+                cwd: Some("/tmp/x y".into()),
+                env: vec![("FOO".into(), "bar".into()), ("_B2".into(), String::new())],
+                bypass: true,
+                timeout: Some(Duration::from_secs(90)),
+                sandbox: Some("strict".into()),
+                args: vec![
+                    ("command".into(), "echo hi".into()),
+                    ("limit".into(), "5".into())
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn minimal_payload_defaults() {
+        let p = parse("tool=t\nagent=a");
+        assert_eq!(
+            p,
+            Ok(Payload {
+                tool: "t".into(),
+                agent: "a".into(),
+                ..Payload::default()
+            })
+        );
+        let p = parse("tool=t\nagent=a\nsession=\ncwd=\nsandbox=\nbypass=false\ntoken=");
+        assert_eq!(
+            p,
+            Ok(Payload {
+                tool: "t".into(),
+                agent: "a".into(),
+                token: Some(String::new()),
+                ..Payload::default()
+            })
+        );
+    }
+
+    #[test]
+    fn splits_at_first_equals_and_unescapes() {
+        let p = parse("tool=t\nagent=a\nexpr=a=b==c\ntext=line1\\nline2\\\\n\\t\\\n");
+        assert_eq!(
+            p.map(|p| p.args),
+            Ok(vec![
+                ("expr".into(), "a=b==c".into()),
+                ("text".into(), "line1\nline2\\n\\t\\".into()),
+            ])
+        );
+    }
+
+    #[test]
+    fn tolerates_crlf_and_blank_lines() {
+        let p = parse("\r\n\ntool=t\r\n\r\nagent=a\r\nx=1\r\n\n\n");
+        assert_eq!(
+            p.map(|p| (p.tool, p.agent, p.args)),
+            Ok(("t".into(), "a".into(), vec![("x".into(), "1".into())]))
+        );
+        // A carriage return not followed by a newline is part of the value.
+        let p = parse("tool=t\nagent=a\nx=1\r");
+        assert_eq!(p.map(|p| p.args), Ok(vec![("x".into(), "1\r".into())]));
+        let p = parse("tool=t\nagent=a\nx=1\r2\n");
+        assert_eq!(p.map(|p| p.args), Ok(vec![("x".into(), "1\r2".into())]));
+    }
+
+    #[test]
+    fn rejects_invalid_utf8() {
+        assert_eq!(
+            parse_payload(b"tool=t\nagent=\xffa").map_err(|e| e.to_string()),
+            Err("payload is not valid UTF-8 (invalid byte at offset 13)".to_owned())
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_lines_quoted_and_truncated() {
+        assert_eq!(
+            err("tool=t\nagent=a\nno equals here"),
+            r#"malformed payload line "no equals here""#
+        );
+        assert_eq!(err(" \ntool=t\nagent=a"), r#"malformed payload line " ""#);
+        let long = format!("tool=t\nagent=a\n{}", "y".repeat(5000));
+        assert_eq!(
+            err(&long),
+            format!("malformed payload line \"{}...\"", "y".repeat(80))
+        );
+        assert_eq!(
+            err("tool=t\n=value"),
+            r#"empty key in payload line "=value""#
+        );
+    }
+
+    #[test]
+    fn rejects_missing_tool_and_agent() {
+        assert_eq!(err(""), "missing tool");
+        assert_eq!(err("agent=a"), "missing tool");
+        assert_eq!(err("tool=t"), "missing agent");
+        assert_eq!(err("tool=t\nx=1\n"), "missing agent");
+    }
+
+    #[test]
+    fn rejects_duplicates() {
+        assert_eq!(err("tool=t\ntool=t\nagent=a"), r#"duplicate key "tool""#);
+        assert_eq!(err("tool=t\nagent=a\nx=1\nx=2"), r#"duplicate key "x""#);
+        assert_eq!(
+            err("tool=t\nagent=a\nenv.A=1\nenv.A=2"),
+            r#"duplicate key "env.A""#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\ntoken=1\ntoken=1"),
+            r#"duplicate key "token""#
+        );
+    }
+
+    #[test]
+    fn rejects_bad_bypass_and_timeout() {
+        assert_eq!(
+            err("tool=t\nagent=a\nbypass=yes"),
+            r#"invalid bypass "yes": must be true or false"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\nbypass=True"),
+            r#"invalid bypass "True": must be true or false"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\ntimeout=soon"),
+            r#"invalid timeout "soon": expected a number"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\ntimeout=-1s"),
+            r#"invalid timeout "-1s": negative durations are not allowed"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\ntimeout="),
+            r#"invalid timeout "": empty duration"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\ntimeout=0s"),
+            r#"invalid timeout "0s": must be greater than zero"#
+        );
+        assert_eq!(
+            parse("tool=t\nagent=a\ntimeout=45").map(|p| p.timeout),
+            Ok(Some(Duration::from_secs(45)))
+        );
+    }
+
+    #[test]
+    fn rejects_bad_env_names() {
+        assert_eq!(
+            err("tool=t\nagent=a\nenv.1X=1"),
+            r#"invalid environment variable name "1X""#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\nenv.=1"),
+            r#"invalid environment variable name """#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\nenv.A-B=1"),
+            r#"invalid environment variable name "A-B""#
+        );
+        // `env` without a dot is an ordinary argument.
+        assert_eq!(
+            parse("tool=t\nagent=a\nenv=1").map(|p| p.args),
+            Ok(vec![("env".into(), "1".into())])
+        );
+    }
+
+    #[test]
+    fn validates_tool_and_agent() {
+        assert_eq!(
+            parse_payload(b"tool=a b\nagent=a"),
+            Err(PayloadError::Name(NameError::InvalidToolName))
+        );
+        assert_eq!(err("tool=\nagent=a"), "invalid tool name");
+        assert_eq!(err("tool=t\nagent=x/y"), "invalid agent ID");
+        assert_eq!(
+            err(&format!("tool=t\nagent={}", "a".repeat(129))),
+            "invalid agent ID"
+        );
+        // Names are unescaped before validation: an escaped newline is still invalid.
+        assert_eq!(err("tool=t\\n\nagent=a"), "invalid tool name");
+    }
+}
