@@ -1,1 +1,19 @@
-//! placeholder
+//! The toolsrv daemon.
+//!
+//! - [`config`]: [`ServeConfig`], the validated `serve` settings.
+//! - [`auth`]: the shared-secret / session-token authentication (CONTRACT §3).
+//! - [`socket`]: binding the Unix socket (mode 0600, live/stale detection) and the
+//!   `SO_PEERCRED` check.
+//! - [`files`]: reusable synthetic file kinds (read-only snapshot, write-then-read).
+//! - [`namespace`]: the tree, declared in one place ([`namespace::spec`]).
+//! - [`server`]: [`Server`], the state behind the namespace, and its accept loop.
+
+pub mod auth;
+pub mod config;
+pub mod files;
+pub mod namespace;
+pub mod server;
+pub mod socket;
+
+pub use config::ServeConfig;
+pub use server::Server;

@@ -1,1 +1,30 @@
-//! placeholder
+//! The 9P2000 server core: serves a tree of synthetic files over any byte stream.
+//!
+//! - [`node`]: what a tree is made of: [`Node`]s that are directories ([`Dir`]) or
+//!   files ([`File`]), and the per-open [`Handle`] whose `read`/`write` may block.
+//! - [`tree`]: builders for declaring a tree in one place ([`tree::dir`], [`tree::file`]).
+//! - [`auth`]: the [`Auth`] hook for `Tauth`/`Tattach`.
+//! - [`conn`]: [`serve_connection`], the per-connection loop: version/msize negotiation,
+//!   fid table, concurrent requests, `Tflush`, clunk-on-close.
+//! - [`error`]: [`Error`], the `ename` of an `Rerror`.
+//!
+//! Requests on one connection are handled in arrival order as far as they complete
+//! at once (walk, open, stat, clunk, and reads/writes that do not block), so a
+//! client may pipeline `Twalk`+`Topen`+`Tread`+`Tclunk`. A read or write whose
+//! handler would block is moved to its own task; it never delays other requests,
+//! can be abandoned with `Tflush`, and completes with `cancelled` when its fid is
+//! clunked.
+
+pub mod auth;
+pub mod conn;
+mod dirread;
+pub mod error;
+mod fids;
+mod inflight;
+pub mod node;
+pub mod tree;
+
+pub use auth::{Auth, AuthHandle, NoAuth};
+pub use conn::{serve_connection, ConnInfo, MAX_MSIZE};
+pub use error::Error;
+pub use node::{Dir, File, Handle, Node, NodeKind, OpenMode};

@@ -1,0 +1,59 @@
+//! The validated settings of `toolsrv serve` (CONTRACT §1).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything `serve` needs, resolved and validated by the CLI.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The Unix socket to listen on.
+    pub listen: PathBuf,
+    /// The default working directory of tools (absolute, exists).
+    pub cwd: PathBuf,
+    /// Run tools without Landlock (development only).
+    pub yolo: bool,
+    /// Disable authentication (debugging only).
+    pub no_auth: bool,
+    /// Exit after this long without connections and processes.
+    pub idle_timeout: Option<Duration>,
+    /// With `idle_timeout`: exit if nobody connects within this long of startup.
+    pub idle_grace: Duration,
+    /// The tools directory.
+    pub tools_dir: PathBuf,
+    /// The sandbox policy file.
+    pub sandbox: PathBuf,
+    /// The Ollie namespace socket for completion messages.
+    pub ollie: Option<PathBuf>,
+    /// The log file (stderr when absent).
+    pub log: Option<PathBuf>,
+    /// A tool's timeout when neither its metadata nor the request sets one.
+    pub default_timeout: Duration,
+    /// Finished processes are dismissed this long after they end.
+    pub gc_age: Duration,
+    /// Unresolved bypass requests are rejected after this long.
+    pub bypass_timeout: Duration,
+    /// The per-process output safety limit, in bytes.
+    pub max_output: u64,
+}
+
+impl ServeConfig {
+    /// Defaults for everything but the socket (used by tests and as the CLI's base).
+    pub fn new(listen: PathBuf, cwd: PathBuf) -> ServeConfig {
+        ServeConfig {
+            listen,
+            cwd,
+            yolo: false,
+            no_auth: false,
+            idle_timeout: None,
+            idle_grace: Duration::from_secs(60),
+            tools_dir: PathBuf::from("tools"),
+            sandbox: PathBuf::from("sandbox.yaml"),
+            ollie: None,
+            log: None,
+            default_timeout: Duration::from_secs(120),
+            gc_age: Duration::from_secs(30 * 60),
+            bypass_timeout: Duration::from_secs(10 * 60),
+            max_output: 8 << 20,
+        }
+    }
+}

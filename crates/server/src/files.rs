@@ -1,0 +1,155 @@
+//! Reusable kinds of synthetic files.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use tokio_util::sync::CancellationToken;
+use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode};
+
+/// The largest request a write-then-read file accepts.
+pub const MAX_REQUEST: usize = 16 << 20;
+
+/// `data[offset..offset+count]`, empty past the end.
+pub fn slice_at(data: &[u8], offset: u64, count: u32) -> Vec<u8> {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(data.len());
+    let end = start.saturating_add(count as usize).min(data.len());
+    data[start..end].to_vec()
+}
+
+/// A read-only file whose content is produced when it is opened.
+pub struct Generated<F>(pub F);
+
+impl<F> File for Generated<F>
+where
+    F: Fn() -> Result<Vec<u8>, Error> + Send + Sync + 'static,
+{
+    fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(Snapshot((self.0)()?)))
+    }
+}
+
+/// Fixed bytes, read at any offset.
+pub struct Snapshot(pub Vec<u8>);
+
+#[async_trait]
+impl Handle for Snapshot {
+    async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
+        Ok(slice_at(&self.0, offset, count))
+    }
+}
+
+/// What a write-then-read file does with its request.
+#[async_trait]
+pub trait Request: Send + Sync + 'static {
+    /// Evaluate `request` (everything written, concatenated). Runs in its own
+    /// task, so a flushed read does not stop it; `cancel` fires when the fid is
+    /// clunked.
+    async fn evaluate(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        conn: ConnInfo,
+        cancel: CancellationToken,
+    ) -> Result<Vec<u8>, Error>;
+
+    /// The response to a read without a prior write (default: an error).
+    fn unwritten(&self) -> Result<(), Error> {
+        Err(Error::new("write an agent ID first"))
+    }
+
+    /// Whether reading without a prior write evaluates an empty request.
+    fn evaluate_unwritten(&self) -> bool {
+        false
+    }
+}
+
+/// A file whose writes form a request and whose first read evaluates it
+/// (CONTRACT §4, "Write-then-read files").
+pub struct WriteThenRead<R>(pub Arc<R>);
+
+impl<R: Request> File for WriteThenRead<R> {
+    fn open(&self, _mode: OpenMode, conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(RequestHandle {
+            req: self.0.clone(),
+            conn: conn.clone(),
+            cancel: CancellationToken::new(),
+            state: Mutex::new(State::Writing(Vec::new())),
+        }))
+    }
+}
+
+type Response = Shared<BoxFuture<'static, Result<Arc<Vec<u8>>, Error>>>;
+
+enum State {
+    Writing(Vec<u8>),
+    Evaluating(Response),
+}
+
+struct RequestHandle<R> {
+    req: Arc<R>,
+    conn: ConnInfo,
+    cancel: CancellationToken,
+    state: Mutex<State>,
+}
+
+impl<R: Request> RequestHandle<R> {
+    fn response(&self) -> Result<Response, Error> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let State::Evaluating(r) = &*st {
+            return Ok(r.clone());
+        }
+        let State::Writing(buf) = std::mem::replace(&mut *st, State::Writing(Vec::new())) else {
+            unreachable!("checked above")
+        };
+        if buf.is_empty() && !self.req.evaluate_unwritten() {
+            self.req.unwritten()?;
+        }
+        let task = tokio::spawn(self.req.clone().evaluate(
+            buf,
+            self.conn.clone(),
+            self.cancel.clone(),
+        ));
+        let fut: BoxFuture<'static, Result<Arc<Vec<u8>>, Error>> = async move {
+            match task.await {
+                Ok(r) => r.map(Arc::new),
+                Err(e) => Err(Error::new(format!("internal error: {e}"))),
+            }
+        }
+        .boxed();
+        let shared = fut.shared();
+        *st = State::Evaluating(shared.clone());
+        Ok(shared)
+    }
+}
+
+#[async_trait]
+impl<R: Request> Handle for RequestHandle<R> {
+    async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *st {
+            State::Writing(buf) => {
+                if buf.len() + data.len() > MAX_REQUEST {
+                    return Err(Error::new(format!(
+                        "request too large: more than {MAX_REQUEST} bytes"
+                    )));
+                }
+                buf.extend_from_slice(&data);
+                Ok(data.len() as u32)
+            }
+            State::Evaluating(_) => Err(Error::new(
+                "request already evaluated: open the file again for a new request",
+            )),
+        }
+    }
+
+    async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
+        let resp = self.response()?.await?;
+        Ok(slice_at(&resp, offset, count))
+    }
+
+    fn clunk(&self) {
+        self.cancel.cancel();
+    }
+}

@@ -1,0 +1,52 @@
+//! The namespace of CONTRACT §4, declared in one place: [`spec`] builds the tree
+//! from the server's state, as the architecture's `BuildTree(Spec(server))`.
+//!
+//! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `tools_rev`.
+
+pub mod discovery;
+
+use std::sync::Arc;
+
+use toolsrv_vfs::tree::{dir, file};
+use toolsrv_vfs::Node;
+
+use crate::files::Generated;
+use crate::server::Server;
+
+/// Placeholder for files whose feature lands in a later layer: opens, reads empty.
+fn placeholder() -> Generated<impl Fn() -> Result<Vec<u8>, toolsrv_vfs::Error> + Send + Sync> {
+    Generated(|| Ok(Vec::new()))
+}
+
+/// The whole tree.
+pub fn spec(server: &Arc<Server>) -> Node {
+    let _ = server;
+    dir(
+        "/",
+        0o555,
+        vec![
+            file("ctl", 0o200, placeholder()),
+            file("tools", 0o600, placeholder()),
+            file("all", 0o444, placeholder()),
+            file("info", 0o444, discovery::info_file()),
+            file("tools_rev", 0o600, placeholder()),
+            dir(
+                "bypass",
+                0o555,
+                vec![
+                    file("pending", 0o444, placeholder()),
+                    file("resolve", 0o200, placeholder()),
+                ],
+            ),
+            dir(
+                "proc",
+                0o555,
+                vec![
+                    file("list", 0o600, placeholder()),
+                    file("new", 0o600, placeholder()),
+                    file("new.bg", 0o600, placeholder()),
+                ],
+            ),
+        ],
+    )
+}

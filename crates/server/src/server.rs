@@ -1,0 +1,99 @@
+//! [`Server`]: the state behind the namespace, and the accept loop.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+use toolsrv_vfs::{Auth, ConnInfo, NoAuth, Node};
+
+use crate::auth::{SecretAuth, SecretAuthPolicy};
+use crate::config::ServeConfig;
+use crate::socket;
+
+/// The daemon's state: configuration, authentication, and (as later layers land)
+/// the registry, process table and bypass broker.
+pub struct Server {
+    /// The validated configuration.
+    pub config: ServeConfig,
+    /// The secret and token (`None` under `--no-auth`).
+    pub auth: Option<Arc<SecretAuth>>,
+    /// Start time, shown as mtime in stat entries.
+    started: u32,
+    /// Connection numbers for logs.
+    next_conn: AtomicU64,
+    /// The owner name shown in stat entries.
+    user: Arc<str>,
+}
+
+impl Server {
+    /// A server for `config`.
+    pub fn new(config: ServeConfig) -> Arc<Server> {
+        let auth = (!config.no_auth).then(SecretAuth::new);
+        let started = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(0);
+        let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
+        Arc::new(Server {
+            config,
+            auth,
+            started,
+            next_conn: AtomicU64::new(1),
+            user: user.into(),
+        })
+    }
+
+    /// The session token, once a client authenticated (always `None` under `--no-auth`).
+    pub fn token(&self) -> Option<String> {
+        self.auth.as_ref().and_then(|a| a.token())
+    }
+
+    fn auth_policy(&self) -> Arc<dyn Auth> {
+        match &self.auth {
+            Some(a) => Arc::new(SecretAuthPolicy(a.clone())),
+            None => Arc::new(NoAuth),
+        }
+    }
+
+    /// Accept connections until `shutdown` fires; each is served concurrently.
+    pub async fn run(self: Arc<Self>, listener: UnixListener, shutdown: CancellationToken) {
+        let root: Node = crate::namespace::spec(&self);
+        let auth = self.auth_policy();
+        // Safety: getuid has no preconditions and cannot fail.
+        let my_uid = unsafe { libc::getuid() };
+        loop {
+            let stream = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let (peer_uid, peer_pid) = socket::peer(&stream);
+            if !socket::peer_allowed(peer_uid, my_uid) {
+                tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
+                continue;
+            }
+            let info = ConnInfo {
+                id: self.next_conn.fetch_add(1, Ordering::Relaxed),
+                peer_uid,
+                peer_pid,
+                user: self.user.clone(),
+                mtime: self.started,
+            };
+            tracing::debug!(conn = info.id, ?peer_pid, "connection accepted");
+            let (root, auth) = (root.clone(), auth.clone());
+            tokio::spawn(async move {
+                let id = info.id;
+                toolsrv_vfs::serve_connection(stream, root, auth, info).await;
+                tracing::debug!(conn = id, "connection closed");
+            });
+        }
+    }
+}

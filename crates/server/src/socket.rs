@@ -1,0 +1,82 @@
+//! The listening socket (CONTRACT §2): mode 0600, a live socket is never stolen,
+//! a stale one is replaced; peers are checked with `SO_PEERCRED`.
+
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tokio::net::{UnixListener, UnixStream};
+
+/// Why the socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// Another server answers on the path.
+    #[error("socket {0} is in use")]
+    InUse(PathBuf),
+    /// The path exists and is not a socket: never removed.
+    #[error("{0} exists and is not a socket; refusing to replace it")]
+    NotASocket(PathBuf),
+    /// Any other failure, with the step that failed.
+    #[error("cannot {what} {path}: {source}")]
+    Io {
+        /// The step (`bind`, `remove stale socket`, ...).
+        what: &'static str,
+        /// The socket path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SocketError + 'a {
+    move |source| SocketError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Bind the server socket at `path` with mode 0600. An existing path is replaced
+/// only if it is a socket nobody answers on.
+pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(SocketError::NotASocket(path.to_path_buf()));
+        }
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => return Err(SocketError::InUse(path.to_path_buf())),
+            Err(_) => {
+                tracing::info!(socket = %path.display(), "removing stale socket");
+                std::fs::remove_file(path).map_err(io_err("remove stale socket", path))?;
+            }
+        }
+    }
+    // The umask makes the socket 0600 from the moment it exists; the chmod
+    // below is a second guard. Startup is single-threaded at this point.
+    // Safety: umask only swaps the process's file-creation mask.
+    let old = unsafe { libc::umask(0o177) };
+    let std_listener = std::os::unix::net::UnixListener::bind(path);
+    // Safety: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let std_listener = std_listener.map_err(io_err("bind", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err("chmod", path))?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(io_err("configure", path))?;
+    UnixListener::from_std(std_listener).map_err(io_err("listen on", path))
+}
+
+/// The peer's uid and pid, if the kernel tells.
+pub fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
+    match stream.peer_cred() {
+        Ok(c) => (Some(c.uid()), c.pid()),
+        Err(_) => (None, None),
+    }
+}
+
+/// Whether a peer with `peer_uid` may talk to a server running as `my_uid`:
+/// same uid, or the server runs as root.
+pub fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
+    my_uid == 0 || peer_uid == Some(my_uid)
+}
