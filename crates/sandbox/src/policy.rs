@@ -1,1 +1,21 @@
-//! (pending)
+//! The sandbox policy (`sandbox.yaml`): parsing with file-and-line errors, path
+//! variables, resolution into [`crate::rules::ResolvedRules`], named profiles
+//! with reload on change, and the embedded default policy.
+
+mod error;
+mod ldd;
+mod model;
+mod parse;
+mod paths;
+mod resolve;
+mod store;
+
+pub use error::PolicyError;
+pub use model::{Advanced, Filesystem, General, Network, Policy, Validation};
+pub use paths::PathContext;
+pub use store::{write_default, PolicyStore};
+
+/// The built-in default policy (written out by `toolsrv init`, used when no
+/// policy file exists): default-deny with the system directories readable and
+/// executable, the working directory and a private temporary directory writable.
+pub const DEFAULT_POLICY: &str = include_str!("../default-sandbox.yaml");

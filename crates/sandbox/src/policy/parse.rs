@@ -1,0 +1,56 @@
+//! `Policy::parse`: YAML text to [`Policy`], with errors naming file and line.
+
+use super::{Policy, PolicyError};
+use std::path::Path;
+use std::sync::LazyLock;
+
+/// `... at line 4 column 3` suffixes that serde_yaml_ng appends; the line goes in front instead.
+static AT_MARK: LazyLock<Option<regex::Regex>> =
+    LazyLock::new(|| regex::Regex::new(r" at (line \d+ column \d+|position \d+)").ok());
+
+/// serde_yaml_ng prefixes errors with the key path (`filesystem: unknown field ...`).
+static PATH_PREFIX: LazyLock<Option<regex::Regex>> =
+    LazyLock::new(|| regex::Regex::new(r"^([A-Za-z0-9_.\[\]-]+): (.*)$").ok());
+
+impl Policy {
+    /// Parses the text of a policy file. `origin` is only used in error messages,
+    /// which read `<origin>:<line>: <reason>`, for example
+    /// `/x/sandbox.yaml:4: unknown field "rwxx", expected one of "ro", "rox", "rw", "rwx" (in filesystem)`.
+    ///
+    /// An empty document (or only comments) is the all-defaults policy.
+    pub fn parse(text: &str, origin: &Path) -> Result<Policy, PolicyError> {
+        if is_blank(text) {
+            return Ok(Policy::default());
+        }
+        serde_yaml_ng::from_str::<Option<Policy>>(text)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| PolicyError::Parse {
+                file: origin.to_path_buf(),
+                line: e.location().map(|l| l.line()),
+                message: clean_message(&e.to_string()),
+            })
+    }
+}
+
+/// Only whitespace, comments and document markers.
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+    })
+}
+
+/// Drops position suffixes, moves the key path to the end and uses double quotes.
+fn clean_message(raw: &str) -> String {
+    let msg = match AT_MARK.as_ref() {
+        Some(re) => re.replace_all(raw, "").into_owned(),
+        None => raw.to_string(),
+    };
+    let msg = msg.replace('`', "\"");
+    if let Some(caps) = PATH_PREFIX.as_ref().and_then(|re| re.captures(&msg)) {
+        if let (Some(path), Some(rest)) = (caps.get(1), caps.get(2)) {
+            return format!("{} (in {})", rest.as_str(), path.as_str());
+        }
+    }
+    msg
+}
