@@ -1,1 +1,31 @@
-//! placeholder
+//! Async Rust client for toolsrv: 9P2000 over a Unix socket (CONTRACT §2–§4, §10).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), toolsrv_client::ClientError> {
+//! use std::path::Path;
+//! use toolsrv_client::{resolve_secret, Auth, Client};
+//! let socket = Path::new("/run/user/1000/toolsrv.sock");
+//! let secret = resolve_secret(socket, None)?;
+//! let client = Client::connect(socket, Auth::Secret(secret)).await?;
+//! let info = client.read_file("info").await?;
+//! # let _ = info; Ok(()) }
+//! ```
+//!
+//! Cancellation: dropping the future of a call abandons it; an outstanding
+//! read is flushed (`Tflush`) and the call's fid clunked, which cancels a
+//! running tool.
+
+mod alloc;
+mod client;
+mod conn;
+mod error;
+mod file;
+mod path;
+mod reply;
+pub mod secret;
+
+pub use client::{Auth, Client};
+pub use error::ClientError;
+pub use file::RemoteFile;
+pub use secret::resolve_secret;
+pub use toolsrv_wire::{Body, Qid, Stat};

@@ -1,0 +1,435 @@
+//! The client handle and its high-level operations.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use toolsrv_wire::{decode_stat, Body, Stat, NOFID, ORDWR, OREAD, OWRITE};
+
+use crate::conn::{Conn, Req};
+use crate::error::ClientError;
+use crate::file::{FidGuard, RemoteFile};
+use crate::path::{elements, walk_reqs};
+use crate::reply;
+
+/// The user name sent in `Tauth` and `Tattach`.
+const UNAME: &str = "agent";
+/// The server's answer to `Tauth` when it runs with `--no-auth`.
+const AUTH_NOT_REQUIRED: &str = "authentication not required";
+
+/// How to authenticate when connecting.
+#[derive(Clone)]
+pub enum Auth {
+    /// Authenticate with this shared secret (CONTRACT §3); against a
+    /// `--no-auth` server this falls back to an unauthenticated attach.
+    Secret(String),
+    /// Attach without authentication (`NOFID`).
+    None,
+}
+
+impl std::fmt::Debug for Auth {
+    // Never print the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::Secret(_) => f.write_str("Auth::Secret(..)"),
+            Auth::None => f.write_str("Auth::None"),
+        }
+    }
+}
+
+/// A connection to a toolsrv server. Cheap to clone; all clones share one
+/// connection, which closes when the last clone (and every [`RemoteFile`]) is
+/// dropped. Several requests may be outstanding at once.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Arc<Conn>,
+    root: u32,
+    token: Option<String>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.conn.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("msize", &self.inner.conn.msize())
+            .field("authenticated", &self.inner.token.is_some())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connect to the server listening on `socket`, negotiate 9P2000 (msize
+    /// 1 MiB at most) and attach, authenticating per `auth`.
+    pub async fn connect(socket: &Path, auth: Auth) -> Result<Client, ClientError> {
+        let conn = Conn::connect(socket).await?;
+        let root = conn.alloc_fid()?;
+        let token = match auth {
+            Auth::None => {
+                attach(&conn, root, NOFID).await?;
+                None
+            }
+            Auth::Secret(secret) => authenticate(&conn, root, &secret).await?,
+        };
+        Ok(Client {
+            inner: Arc::new(Inner { conn, root, token }),
+        })
+    }
+
+    /// The session token read during authentication (64 hex characters), or
+    /// `None` when the server does not require authentication.
+    pub fn token(&self) -> Option<&str> {
+        self.inner.token.as_deref()
+    }
+
+    /// The negotiated msize.
+    pub fn msize(&self) -> u32 {
+        self.inner.conn.msize()
+    }
+
+    /// How many fids this connection currently holds (the root and auth fids
+    /// included); a fid is released when the server answers its `Tclunk`.
+    pub fn fids_in_use(&self) -> usize {
+        self.inner.conn.fids_in_use()
+    }
+
+    fn conn(&self) -> &Arc<Conn> {
+        &self.inner.conn
+    }
+
+    /// Read the whole file at `path`.
+    ///
+    /// Twalk, Topen, Tread and Tclunk leave in one socket write and the four
+    /// replies are collected afterwards: one round trip for files up to
+    /// msize − 24 bytes. If that first read fills the buffer, the file is
+    /// opened again and read on from there until a read returns 0 bytes.
+    ///
+    /// Because the Tclunk follows the Tread without waiting, use this for
+    /// files whose reads answer at once; for blocking reads (`wait`,
+    /// `bypass/pending`, `out` of a running process) use [`Client::open`] and
+    /// [`RemoteFile::read_to_end`].
+    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, ClientError> {
+        let conn = self.conn();
+        let fid = conn.alloc_fid()?;
+        let max = conn.max_io();
+        let names = elements(path);
+        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
+        reqs.push(Req::body(Body::Topen { fid, mode: OREAD }));
+        reqs.push(Req::read(fid, 0, max));
+        reqs.push(Req::clunk(fid));
+        let mut pending = conn.send(reqs)?.into_iter();
+        let mut first_err = None;
+        for (n, p) in counts.iter().zip(pending.by_ref()) {
+            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
+        }
+        let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
+        keep_first(&mut first_err, reply::open(next()?.await?).err());
+        let data = reply::read(next()?.await?);
+        // The clunk's reply also releases the fid; its result does not matter.
+        let _ = next()?.await?;
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let mut data = data?;
+        if data.len() as u32 == max {
+            let file = self.open(path, OREAD).await?;
+            loop {
+                let chunk = file.read_at(data.len() as u64, max).await?;
+                if chunk.is_empty() {
+                    break;
+                }
+                data.extend_from_slice(&chunk);
+            }
+            // The drop of `file` clunks it without waiting.
+        }
+        Ok(data)
+    }
+
+    /// Write `data` to the file at `path` (opened `OWRITE`), in msize-bounded
+    /// chunks at increasing offsets from 0.
+    pub async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ClientError> {
+        let file = self.open(path, OWRITE).await?;
+        file.write_all(data).await
+    }
+
+    /// Open `path` read-write, write `request`, read until a read returns 0
+    /// bytes, and clunk: the write-then-read files of CONTRACT §4 (`tools`,
+    /// `tools_rev`, `proc/list`, `proc/new`, `proc/new.bg`).
+    ///
+    /// When the request fits one message, walk, open, write and the first read
+    /// leave in one socket write. Dropping the future cancels the request:
+    /// the outstanding read is flushed and the fid clunked.
+    pub async fn transact(&self, path: &str, request: &[u8]) -> Result<Vec<u8>, ClientError> {
+        self.read_pipelined(path, ORDWR, request).await
+    }
+
+    /// Open `path` with `mode` (`OREAD`, `OWRITE`, `ORDWR`, ...).
+    pub async fn open(&self, path: &str, mode: u8) -> Result<RemoteFile, ClientError> {
+        let conn = self.conn();
+        let fid = conn.alloc_fid()?;
+        let names = elements(path);
+        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
+        reqs.push(Req::body(Body::Topen { fid, mode }));
+        let pending = conn.send(reqs)?;
+        // From here on the fid is clunked whatever happens.
+        let guard = FidGuard::new(conn.clone(), fid);
+        let mut pending = pending.into_iter();
+        let mut first_err = None;
+        for (n, p) in counts.iter().zip(pending.by_ref()) {
+            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
+        }
+        let opened = reply::open(
+            pending
+                .next()
+                .ok_or_else(|| internal("missing Ropen"))?
+                .await?,
+        );
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let (qid, iounit) = opened?;
+        Ok(RemoteFile::new(self.clone(), guard, qid, iounit))
+    }
+
+    /// List the directory at `path`: its stat entries in the server's order.
+    pub async fn list_dir(&self, path: &str) -> Result<Vec<Stat>, ClientError> {
+        let data = self.read_pipelined(path, OREAD, &[]).await?;
+        let mut rest = &data[..];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let (stat, used) = decode_stat(rest).map_err(|e| {
+                ClientError::Protocol(format!("bad stat entry in directory {path}: {e}"))
+            })?;
+            if used == 0 || used > rest.len() {
+                return Err(ClientError::Protocol(format!(
+                    "bad stat entry length {used} in directory {path}"
+                )));
+            }
+            out.push(stat);
+            rest = &rest[used..];
+        }
+        Ok(out)
+    }
+
+    /// The stat entry of `path` (walk, Tstat and Tclunk in one write).
+    pub async fn stat(&self, path: &str) -> Result<Stat, ClientError> {
+        let conn = self.conn();
+        let fid = conn.alloc_fid()?;
+        let names = elements(path);
+        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
+        reqs.push(Req::body(Body::Tstat { fid }));
+        reqs.push(Req::clunk(fid));
+        let mut pending = conn.send(reqs)?.into_iter();
+        let mut first_err = None;
+        for (n, p) in counts.iter().zip(pending.by_ref()) {
+            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
+        }
+        let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
+        let stat = reply::stat(next()?.await?);
+        let _ = next()?.await?;
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        stat
+    }
+
+    /// Send one raw request and return the server's reply as is (`Rerror`
+    /// included). For tests and diagnostics: fids used here must not collide
+    /// with the client's own (which count up from 0); use high numbers.
+    pub async fn rpc(&self, body: Body) -> Result<Body, ClientError> {
+        self.conn().call(Req::body(body))?.await
+    }
+
+    /// Walk, open with `mode`, write `request` (if any), then read until a
+    /// read returns 0 bytes; the first write and the first read are pipelined
+    /// with the walk and open.
+    async fn read_pipelined(
+        &self,
+        path: &str,
+        mode: u8,
+        request: &[u8],
+    ) -> Result<Vec<u8>, ClientError> {
+        let conn = self.conn();
+        let fid = conn.alloc_fid()?;
+        let max = conn.max_io();
+        let names = elements(path);
+        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
+        reqs.push(Req::body(Body::Topen { fid, mode }));
+        let first_write = request.len().min(max as usize);
+        let pipelined = first_write == request.len();
+        if !request.is_empty() {
+            reqs.push(Req::write(fid, 0, &request[..first_write]));
+        }
+        if pipelined {
+            reqs.push(Req::read(fid, 0, max));
+        }
+        let pending = conn.send(reqs)?;
+        let guard = FidGuard::new(conn.clone(), fid);
+        let mut pending = pending.into_iter();
+        let mut first_err = None;
+        for (n, p) in counts.iter().zip(pending.by_ref()) {
+            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
+        }
+        let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
+        keep_first(&mut first_err, reply::open(next()?.await?).err());
+        let mut written = 0usize;
+        if !request.is_empty() {
+            match reply::write(next()?.await?, first_write) {
+                Ok(n) => written = n as usize,
+                Err(e) => keep_first(&mut first_err, Some(e)),
+            }
+        }
+        let first_read = if pipelined {
+            Some(reply::read(next()?.await?))
+        } else {
+            None
+        };
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        if pipelined && written != request.len() {
+            return Err(ClientError::Protocol(format!(
+                "server accepted only {written} of {} request bytes on {path}",
+                request.len()
+            )));
+        }
+        // The rest of a long request, then the reads.
+        while written < request.len() {
+            let chunk = &request[written..(written + max as usize).min(request.len())];
+            let body = conn.call(Req::write(fid, written as u64, chunk))?.await?;
+            let n = reply::write(body, chunk.len())?;
+            if n == 0 {
+                return Err(ClientError::Protocol(format!(
+                    "server accepted 0 bytes of a write at offset {written} on {path}"
+                )));
+            }
+            written += n as usize;
+        }
+        let mut data = match first_read {
+            Some(r) => r?,
+            None => reply::read(conn.call(Req::read(fid, 0, max))?.await?)?,
+        };
+        if !data.is_empty() {
+            loop {
+                let body = conn.call(Req::read(fid, data.len() as u64, max))?.await?;
+                let chunk = reply::read(body)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                data.extend_from_slice(&chunk);
+            }
+        }
+        drop(guard); // clunk without waiting
+        Ok(data)
+    }
+}
+
+/// Attach `fid` to the root with `afid`.
+async fn attach(conn: &Arc<Conn>, fid: u32, afid: u32) -> Result<(), ClientError> {
+    let body = conn
+        .call(Req::body(Body::Tattach {
+            fid,
+            afid,
+            uname: UNAME.into(),
+            aname: String::new(),
+        }))?
+        .await?;
+    reply::attach(body).map(|_| ())
+}
+
+/// The CONTRACT §3 exchange; returns the token, or `None` if the server does
+/// not require authentication.
+async fn authenticate(
+    conn: &Arc<Conn>,
+    root: u32,
+    secret: &str,
+) -> Result<Option<String>, ClientError> {
+    if secret.is_empty() {
+        return Err(ClientError::Auth("the secret is empty".into()));
+    }
+    let afid = conn.alloc_fid()?;
+    let body = conn
+        .call(Req::body(Body::Tauth {
+            afid,
+            uname: UNAME.into(),
+            aname: String::new(),
+        }))?
+        .await?;
+    match reply::auth(body) {
+        Ok(_) => {}
+        Err(ClientError::Server(e)) if e == AUTH_NOT_REQUIRED => {
+            // The afid was never created; the clunk only releases our number.
+            conn.send_detached(Req::clunk(afid));
+            attach(conn, root, NOFID).await?;
+            return Ok(None);
+        }
+        Err(ClientError::Server(e)) => return Err(ClientError::Auth(e)),
+        Err(e) => return Err(e),
+    }
+    // The auth fid stays open for the life of the connection.
+    let body = conn.call(Req::write(afid, 0, secret.as_bytes()))?.await?;
+    match reply::write(body, secret.len()) {
+        Ok(n) if n as usize == secret.len() => {}
+        Ok(n) => {
+            return Err(ClientError::Auth(format!(
+                "server accepted only {n} of {} secret bytes",
+                secret.len()
+            )))
+        }
+        Err(ClientError::Server(e)) => return Err(ClientError::Auth(e)),
+        Err(e) => return Err(e),
+    }
+    let body = conn.call(Req::read(afid, 0, 256))?.await?;
+    let token = match reply::read(body) {
+        Ok(t) => t,
+        Err(ClientError::Server(e)) => return Err(ClientError::Auth(e)),
+        Err(e) => return Err(e),
+    };
+    let token = String::from_utf8(token)
+        .ok()
+        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or_else(|| {
+            ClientError::Protocol("server sent a token that is not 64 hex characters".into())
+        })?;
+    match attach(conn, root, afid).await {
+        Ok(()) => Ok(Some(token)),
+        Err(ClientError::Server(e)) => Err(ClientError::Auth(e)),
+        Err(e) => Err(e),
+    }
+}
+
+fn keep_first(slot: &mut Option<ClientError>, e: Option<ClientError>) {
+    if slot.is_none() {
+        *slot = e;
+    }
+}
+
+fn internal(what: &str) -> ClientError {
+    ClientError::Protocol(format!("internal error: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_is_send_sync_and_clone() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<Client>();
+        fn check_file<T: Send + Sync>() {}
+        check_file::<RemoteFile>();
+    }
+
+    #[test]
+    fn auth_debug_hides_the_secret() {
+        let s = format!("{:?}", Auth::Secret("hunter2".into()));
+        assert!(!s.contains("hunter2"), "{s}");
+    }
+}

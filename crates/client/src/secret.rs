@@ -1,0 +1,287 @@
+//! Locating or creating the shared secret (CONTRACT §10).
+//!
+//! Order: `$TOOLSRV_SECRET`, else the content of the explicit secret file, else
+//! of `<socket>.secret`; if none exists a new secret (32 random bytes as 64
+//! lowercase hex characters) is generated and stored in `<socket>.secret` with
+//! mode 0600. The secret itself is never logged nor put in an error message.
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::ClientError;
+
+/// The environment variable that overrides every secret file.
+pub const SECRET_ENV: &str = "TOOLSRV_SECRET";
+/// The server accepts secrets of at most this many bytes.
+pub const MAX_SECRET_LEN: usize = 1024;
+
+/// Resolve the shared secret for `socket` per CONTRACT §10.
+///
+/// `secret_file` is the `--secret-file` flag; when given it must exist. An
+/// empty `$TOOLSRV_SECRET` counts as unset.
+pub fn resolve_secret(socket: &Path, secret_file: Option<&Path>) -> Result<String, ClientError> {
+    let env = std::env::var(SECRET_ENV).ok();
+    resolve_with_env(env, socket, secret_file)
+}
+
+/// [`resolve_secret`] with the environment variable's value passed in (testable
+/// without mutating the process environment).
+pub(crate) fn resolve_with_env(
+    env: Option<String>,
+    socket: &Path,
+    secret_file: Option<&Path>,
+) -> Result<String, ClientError> {
+    if let Some(s) = env.filter(|s| !s.is_empty()) {
+        if s.len() > MAX_SECRET_LEN {
+            return Err(ClientError::Auth(format!(
+                "${SECRET_ENV} is {} bytes long, more than the {MAX_SECRET_LEN} allowed",
+                s.len()
+            )));
+        }
+        return Ok(s);
+    }
+    if let Some(file) = secret_file {
+        return match read_secret_file(file)? {
+            Some(s) => Ok(s),
+            None => Err(ClientError::Auth(format!(
+                "secret file {} does not exist",
+                file.display()
+            ))),
+        };
+    }
+    let default = default_secret_path(socket);
+    if let Some(s) = read_secret_file(&default)? {
+        return Ok(s);
+    }
+    create_secret_file(&default)
+}
+
+/// `<socket>.secret`.
+pub fn default_secret_path(socket: &Path) -> PathBuf {
+    let mut s = OsString::from(socket.as_os_str());
+    s.push(".secret");
+    PathBuf::from(s)
+}
+
+/// Read and trim a secret file; `Ok(None)` if it does not exist.
+fn read_secret_file(path: &Path) -> Result<Option<String>, ClientError> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(ClientError::io(
+                format!("cannot open secret file {}", path.display()),
+                e,
+            ))
+        }
+    };
+    // Read a little more than the limit so that an oversized file is detected
+    // without reading an unbounded amount.
+    let mut buf = Vec::new();
+    file.take(4 * MAX_SECRET_LEN as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| ClientError::io(format!("cannot read secret file {}", path.display()), e))?;
+    let text = String::from_utf8(buf).map_err(|_| {
+        ClientError::Auth(format!("secret file {} is not UTF-8 text", path.display()))
+    })?;
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(ClientError::Auth(format!(
+            "secret file {} is empty",
+            path.display()
+        )));
+    }
+    if trimmed.len() > MAX_SECRET_LEN {
+        return Err(ClientError::Auth(format!(
+            "secret file {} holds more than {MAX_SECRET_LEN} bytes",
+            path.display()
+        )));
+    }
+    Ok(Some(trimmed.to_owned()))
+}
+
+/// A new secret: 32 random bytes as 64 lowercase hex characters.
+fn generate_secret() -> String {
+    let bytes: [u8; 32] = rand::random();
+    hex::encode(bytes)
+}
+
+/// Create `path` holding a new secret, mode 0600, atomically: the secret is
+/// written to a private temporary file which is then hard-linked to `path`
+/// (the link fails if `path` exists). If another client created `path`
+/// meanwhile, its secret is used instead, so concurrent first connections
+/// agree on one secret and nobody ever reads a half-written file.
+fn create_secret_file(path: &Path) -> Result<String, ClientError> {
+    let secret = generate_secret();
+    let mut tmp = OsString::from(path.as_os_str());
+    tmp.push(format!(
+        ".tmp.{}.{}",
+        std::process::id(),
+        hex::encode(rand::random::<[u8; 8]>())
+    ));
+    let tmp = PathBuf::from(tmp);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| ClientError::io(format!("cannot create secret file {}", tmp.display()), e))?;
+    let written = file
+        .write_all(secret.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| ClientError::io(format!("cannot write secret file {}", tmp.display()), e));
+    drop(file);
+    // Ok(true): our file is in place; Ok(false): someone else's was first.
+    let linked = written.and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(ClientError::io(
+            format!("cannot create secret file {}", path.display()),
+            e,
+        )),
+    });
+    // The temporary name is private; failing to remove it only leaves litter.
+    let _ = std::fs::remove_file(&tmp);
+    if linked? {
+        return Ok(secret);
+    }
+    match read_secret_file(path)? {
+        Some(s) => Ok(s),
+        None => Err(ClientError::Auth(format!(
+            "secret file {} vanished while it was being created",
+            path.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "toolsrv-client-secret-{name}-{}-{}",
+            std::process::id(),
+            hex::encode(rand::random::<[u8; 4]>())
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        dir
+    }
+
+    #[test]
+    fn env_var_wins_over_files() {
+        let dir = tmpdir("env");
+        let sock = dir.join("s");
+        std::fs::write(default_secret_path(&sock), "from-file\n").expect("write");
+        let got = resolve_with_env(Some("from-env".into()), &sock, None).expect("resolve");
+        assert_eq!(got, "from-env");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn public_function_reads_the_real_env_var() {
+        // The only test that touches the process environment.
+        let dir = tmpdir("realenv");
+        let sock = dir.join("s");
+        std::env::set_var(SECRET_ENV, "real-env-secret");
+        let got = resolve_secret(&sock, None);
+        std::env::remove_var(SECRET_ENV);
+        assert_eq!(got.expect("resolve"), "real-env-secret");
+        assert!(!default_secret_path(&sock).exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn explicit_file_is_read_and_trimmed() {
+        let dir = tmpdir("explicit");
+        let sock = dir.join("s");
+        let file = dir.join("my.secret");
+        std::fs::write(&file, "  hunter2 \n").expect("write");
+        std::fs::write(default_secret_path(&sock), "other").expect("write");
+        let got = resolve_with_env(None, &sock, Some(&file)).expect("resolve");
+        assert_eq!(got, "hunter2");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error_naming_it() {
+        let dir = tmpdir("missing");
+        let file = dir.join("nope.secret");
+        let err = resolve_with_env(None, &dir.join("s"), Some(&file)).expect_err("must fail");
+        assert!(err.to_string().contains("nope.secret"), "{err}");
+    }
+
+    #[test]
+    fn default_file_is_read() {
+        let dir = tmpdir("default");
+        let sock = dir.join("s");
+        std::fs::write(default_secret_path(&sock), "\tabc\n").expect("write");
+        assert_eq!(resolve_with_env(None, &sock, None).expect("resolve"), "abc");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn empty_file_is_an_error_naming_the_file() {
+        let dir = tmpdir("empty");
+        let sock = dir.join("s");
+        std::fs::write(default_secret_path(&sock), " \n").expect("write");
+        let err = resolve_with_env(None, &sock, None).expect_err("must fail");
+        let msg = err.to_string();
+        assert!(msg.contains("s.secret") && msg.contains("empty"), "{msg}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn generated_secret_is_hex_mode_0600_and_stable() {
+        let dir = tmpdir("gen");
+        let sock = dir.join("s");
+        let first = resolve_with_env(None, &sock, None).expect("generate");
+        assert_eq!(first.len(), 64);
+        assert!(first
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        let meta = std::fs::metadata(default_secret_path(&sock)).expect("stat");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let second = resolve_with_env(None, &sock, None).expect("read back");
+        assert_eq!(first, second);
+        // No temporary files are left behind.
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .expect("readdir")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, vec![OsString::from("s.secret")]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn concurrent_generation_agrees_on_one_secret() {
+        let dir = tmpdir("race");
+        let sock = dir.join("s");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let sock = sock.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    resolve_with_env(None, &sock, None)
+                })
+            })
+            .collect();
+        let secrets: Vec<String> = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread").expect("resolve"))
+            .collect();
+        let on_disk = std::fs::read_to_string(default_secret_path(&sock)).expect("read");
+        assert!(
+            secrets.iter().all(|s| *s == on_disk),
+            "{secrets:?} vs {on_disk}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
