@@ -197,13 +197,15 @@ fn ldd_adds_shared_libraries() {
 
 #[test]
 fn env_passthrough_keeps_allowlist_order_and_set_variables() {
-    let mut p = Policy::default();
-    p.env = vec![
-        "TERM".into(),
-        "PATH".into(),
-        "UNSET_X".into(),
-        "TERM".into(),
-    ];
+    let p = Policy {
+        env: vec![
+            "TERM".into(),
+            "PATH".into(),
+            "UNSET_X".into(),
+            "TERM".into(),
+        ],
+        ..Policy::default()
+    };
     let own: HashMap<String, String> = [("PATH", "/usr/bin"), ("TERM", "xterm"), ("SECRET", "s")]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
