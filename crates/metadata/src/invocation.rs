@@ -1,0 +1,204 @@
+//! Turning a tool plus an argument object into a process to spawn.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::MetaError;
+use crate::quote::sh_join;
+use crate::template::value_text;
+use crate::tool::{Tool, ToolKind};
+
+/// Everything needed to spawn one tool run (the server adds its own
+/// environment, working directory and sandbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The program to execute, absolute when it came from a bare name
+    /// (resolved through `PATH`).
+    pub program: PathBuf,
+    /// The argument vector, `argv[0]` first.
+    pub argv: Vec<String>,
+    /// Tool-specific environment: `TOOL_ARGS` (the argument object as
+    /// compact JSON) and `ARG_<NAME>` for each scalar argument.
+    pub env: Vec<(String, String)>,
+    /// `argv` shell-quoted and joined with spaces (for display and
+    /// validation).
+    pub display: String,
+}
+
+impl Tool {
+    /// Builds the invocation for `args` (already converted and validated
+    /// against the schema by the caller).
+    ///
+    /// Command tools run `/bin/sh -c <rendered template>`; executables get
+    /// `--name value` pairs in schema declaration order, then further
+    /// arguments in name order; interpreted scripts run
+    /// `<interpreter> <script> --name value ...`. Every shape also gets
+    /// `TOOL_ARGS` and `ARG_<NAME>` in `env`.
+    pub fn invocation(&self, args: &Map<String, Value>) -> Result<Invocation, MetaError> {
+        let (program, argv) = match &self.kind {
+            ToolKind::Command { template } => {
+                let rendered = template.render(args, &self.input_schema);
+                (
+                    PathBuf::from("/bin/sh"),
+                    vec!["sh".to_string(), "-c".to_string(), rendered],
+                )
+            }
+            ToolKind::Executable { program } => {
+                let program = self.resolve_program(program, None)?;
+                let mut argv = vec![program.to_string_lossy().into_owned()];
+                argv.extend(self.flag_args(args));
+                (program, argv)
+            }
+            ToolKind::Interpreted {
+                interpreter,
+                script,
+            } => {
+                let mut words = interpreter.split_whitespace();
+                let first = words.next().unwrap_or_default();
+                let program = self.resolve_program(Path::new(first), script.parent())?;
+                let mut argv = vec![program.to_string_lossy().into_owned()];
+                argv.extend(words.map(str::to_string));
+                argv.push(script.to_string_lossy().into_owned());
+                argv.extend(self.flag_args(args));
+                (program, argv)
+            }
+        };
+        let env = arg_env(args);
+        for (name, value) in args {
+            if has_raw_nul(value) {
+                return Err(MetaError::NulByte {
+                    tool: self.name.clone(),
+                    name: name.clone(),
+                });
+            }
+        }
+        let display = sh_join(&argv);
+        Ok(Invocation {
+            program,
+            argv,
+            env,
+            display,
+        })
+    }
+
+    /// Argument names in argv order: declared order first, then the rest by
+    /// name.
+    fn ordered_names<'a>(&'a self, args: &'a Map<String, Value>) -> Vec<&'a str> {
+        let mut seen = HashSet::new();
+        let mut names: Vec<&str> = self
+            .param_order
+            .iter()
+            .map(String::as_str)
+            .filter(|n| args.contains_key(*n) && seen.insert(*n))
+            .collect();
+        let mut rest: Vec<&str> = args
+            .keys()
+            .map(String::as_str)
+            .filter(|n| !seen.contains(n))
+            .collect();
+        rest.sort_unstable();
+        names.extend(rest);
+        names
+    }
+
+    /// `--name value` pairs for executables and interpreted scripts.
+    fn flag_args(&self, args: &Map<String, Value>) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in self.ordered_names(args) {
+            let flag = format!("--{name}");
+            match args.get(name) {
+                None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => out.push(flag),
+                Some(Value::Array(items)) => {
+                    for item in items {
+                        out.push(flag.clone());
+                        out.push(value_text(item));
+                    }
+                }
+                Some(v) => {
+                    out.push(flag);
+                    out.push(value_text(v));
+                }
+            }
+        }
+        out
+    }
+
+    /// Makes `program` absolute: bare names through `PATH`, relative paths
+    /// against `base` (the tools directory) when given.
+    fn resolve_program(&self, program: &Path, base: Option<&Path>) -> Result<PathBuf, MetaError> {
+        if program.is_absolute() {
+            return Ok(program.to_path_buf());
+        }
+        if program.components().count() > 1 {
+            return Ok(match base {
+                Some(base) => base.join(program),
+                None => program.to_path_buf(),
+            });
+        }
+        let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+        find_in_path(program, &path).ok_or_else(|| MetaError::ProgramNotFound {
+            tool: self.name.clone(),
+            program: program.to_string_lossy().into_owned(),
+        })
+    }
+}
+
+/// Looks `name` up in the colon-separated directory list `path`, returning
+/// the first regular file with an execute bit.
+pub fn find_in_path(name: &Path, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// `TOOL_ARGS` plus `ARG_<NAME>` for each scalar (string, number, boolean)
+/// argument, in name order.
+fn arg_env(args: &Map<String, Value>) -> Vec<(String, String)> {
+    let mut env = vec![(
+        "TOOL_ARGS".to_string(),
+        Value::Object(args.clone()).to_string(),
+    )];
+    let mut scalars: Vec<(String, String)> = args
+        .iter()
+        .filter(|(_, v)| matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)))
+        .map(|(k, v)| (env_name(k), value_text(v)))
+        .collect();
+    scalars.sort();
+    env.extend(scalars);
+    env
+}
+
+/// `ARG_` plus the name upper-cased, non-alphanumerics as `_`.
+pub fn env_name(name: &str) -> String {
+    let mut out = String::from("ARG_");
+    out.extend(name.chars().map(|c| {
+        if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        }
+    }));
+    out
+}
+
+/// Whether the text given to the process for `v` would hold a NUL byte
+/// (strings, directly or as array elements; JSON text escapes NUL).
+fn has_raw_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items
+            .iter()
+            .any(|i| matches!(i, Value::String(s) if s.contains('\0'))),
+        _ => false,
+    }
+}
