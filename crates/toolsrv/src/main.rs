@@ -1,1 +1,23 @@
-fn main() {}
+//! `toolsrv`: the daemon (`serve`) and its client, in one binary.
+//!
+//! - [`cli`]: the command line (clap): global flags and every subcommand.
+//! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
+//! - [`client_cmd`]: the client subcommands, over the client library.
+//! - [`paths`]: `~` expansion and the Ollie configuration directory.
+
+mod cli;
+mod client_cmd;
+mod paths;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match cli.command {
+        cli::Command::Serve(args) => serve::main(*args),
+        other => client_cmd::main(&cli.global, other),
+    }
+}

@@ -32,10 +32,9 @@ impl Inflight {
 
     pub(crate) fn attach(&self, tag: u16, h: AbortHandle) {
         let mut g = self.lock();
-        match g.get_mut(&tag) {
-            Some(slot) => *slot = Some(h),
-            // Already finished (or flushed): nothing to attach.
-            None => {}
+        // Absent when already finished (or flushed): nothing to attach.
+        if let Some(slot) = g.get_mut(&tag) {
+            *slot = Some(h);
         }
     }
 

@@ -34,7 +34,7 @@ pub fn spec(server: &Arc<Server>) -> Node {
                 "bypass",
                 0o555,
                 vec![
-                    file("pending", 0o444, placeholder()),
+                    file("pending", 0o444, crate::files::Blocking),
                     file("resolve", 0o200, placeholder()),
                 ],
             ),

@@ -1,0 +1,152 @@
+//! `toolsrv serve`: resolve the configuration, set up logging and the socket,
+//! serve until SIGINT/SIGTERM, clean up.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use tokio_util::sync::CancellationToken;
+use toolsrv_server::{socket, ServeConfig, Server};
+
+use crate::cli::ServeArgs;
+use crate::paths::{config_dir, default_tools_dir, expand_tilde};
+
+/// Run the daemon; configuration errors found at startup exit 1.
+pub fn main(args: ServeArgs) -> ExitCode {
+    let config = match resolve(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("toolsrv: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = init_logging(&config) {
+        eprintln!("toolsrv: {e:#}");
+        return ExitCode::from(1);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolsrv: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("toolsrv: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Turn flags into a validated [`ServeConfig`].
+fn resolve(a: ServeArgs) -> Result<ServeConfig> {
+    let cwd = match a.cwd {
+        Some(p) => expand_tilde(&p),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = std::fs::canonicalize(&cwd)
+        .with_context(|| format!("--cwd {}: directory does not exist", cwd.display()))?;
+    if !cwd.is_dir() {
+        bail!("--cwd {}: not a directory", cwd.display());
+    }
+    let listen = expand_tilde(&a.listen);
+    if listen.as_os_str().is_empty() {
+        bail!("--listen: empty socket path");
+    }
+    let ollie = a.ollie.map(|p| expand_tilde(&p)).or_else(|| {
+        std::env::var_os("NAMESPACE")
+            .filter(|v| !v.is_empty())
+            .map(|ns| PathBuf::from(ns).join("ollie"))
+    });
+    let mut c = ServeConfig::new(listen, cwd);
+    c.yolo = a.yolo;
+    c.no_auth = a.no_auth;
+    c.idle_timeout = a.idle_timeout;
+    c.idle_grace = a.idle_grace;
+    c.tools_dir = a
+        .tools
+        .map(|p| expand_tilde(&p))
+        .unwrap_or_else(default_tools_dir);
+    c.sandbox = a
+        .sandbox
+        .map(|p| expand_tilde(&p))
+        .unwrap_or_else(|| config_dir().join("sandbox.yaml"));
+    c.ollie = ollie;
+    c.log = a.log.map(|p| expand_tilde(&p));
+    c.default_timeout = a.default_timeout;
+    c.gc_age = a.gc_age;
+    c.bypass_timeout = a.bypass_timeout;
+    c.max_output = a.max_output;
+    Ok(c)
+}
+
+fn init_logging(c: &ServeConfig) -> Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match &c.log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("--log {}: cannot open", path.display()))?;
+            builder.with_ansi(false).with_writer(Arc::new(file)).init();
+        }
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}
+
+async fn run(config: ServeConfig) -> Result<()> {
+    let listener = socket::bind(&config.listen)?;
+    let listen = config.listen.clone();
+    tracing::info!(
+        socket = %config.listen.display(),
+        cwd = %config.cwd.display(),
+        tools = %config.tools_dir.display(),
+        policy = %config.sandbox.display(),
+        auth = if config.no_auth { "off" } else { "secret" },
+        yolo = config.yolo,
+        "toolsrv serving"
+    );
+    if config.no_auth {
+        tracing::warn!(
+            "authentication is off (--no-auth): any local client of this uid can run tools"
+        );
+    }
+    let server = Server::new(config);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watch_signals(shutdown.clone()));
+    server.run(listener, shutdown).await;
+    tracing::info!("shutting down");
+    if let Err(e) = std::fs::remove_file(&listen) {
+        tracing::warn!(socket = %listen.display(), error = %e, "cannot remove socket");
+    }
+    Ok(())
+}
+
+/// SIGINT/SIGTERM start the shutdown; a second one exits at once.
+async fn watch_signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    tracing::info!("signal received; shutting down");
+    shutdown.cancel();
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    tracing::warn!("second signal: exiting now");
+    std::process::exit(1);
+}
