@@ -116,7 +116,7 @@ fn clunk_completes_an_outstanding_read() {
     let mut c = srv.attached();
     start_blocked_read(&mut c, 77);
     c.send(80, Body::Tclunk { fid: 5 });
-    let mut got = vec![c.recv(), c.recv()];
+    let mut got = [c.recv(), c.recv()];
     got.sort_by_key(|f| f.tag);
     assert_eq!(
         got[0],
