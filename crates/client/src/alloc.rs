@@ -31,6 +31,11 @@ impl TagAllocator {
         debug_assert!(tag != NOTAG && tag < self.next);
         self.free.push(tag);
     }
+
+    /// How many tags are currently allocated.
+    pub(crate) fn in_use(&self) -> usize {
+        self.next as usize - self.free.len()
+    }
 }
 
 /// Allocates fids (never [`NOFID`]). Fid 0 is the root fid of the attach.
@@ -79,8 +84,10 @@ mod tests {
             assert!(seen.insert(t), "tag {t} handed out twice");
         }
         assert_eq!(seen.len(), 65535);
+        assert_eq!(a.in_use(), 65535);
         a.free(42);
         a.free(7);
+        assert_eq!(a.in_use(), 65533);
         assert_eq!(a.alloc(), Some(7));
         assert_eq!(a.alloc(), Some(42));
         assert_eq!(a.alloc(), None);

@@ -100,6 +100,12 @@ impl Client {
         self.inner.conn.fids_in_use()
     }
 
+    /// How many requests on this connection await a reply, counting abandoned
+    /// ones whose reply or `Rflush` has not arrived yet.
+    pub fn outstanding_requests(&self) -> usize {
+        self.inner.conn.tags_in_use()
+    }
+
     fn conn(&self) -> &Arc<Conn> {
         &self.inner.conn
     }

@@ -186,6 +186,11 @@ impl Conn {
             .ok_or_else(|| ClientError::Protocol("all fids are in use".into()))
     }
 
+    /// Number of tags allocated: requests whose reply (or flush) is awaited.
+    pub(crate) fn tags_in_use(&self) -> usize {
+        self.lock().tags.in_use()
+    }
+
     /// Number of fids allocated (for tests and diagnostics).
     pub(crate) fn fids_in_use(&self) -> usize {
         self.lock().fids.in_use()

@@ -47,6 +47,16 @@ pub struct RemoteFile {
     max_io: u32,
 }
 
+impl std::fmt::Debug for RemoteFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteFile")
+            .field("fid", &self.guard.fid)
+            .field("qid", &self.qid)
+            .field("iounit", &self.iounit)
+            .finish()
+    }
+}
+
 impl RemoteFile {
     pub(crate) fn new(client: Client, guard: FidGuard, qid: Qid, iounit: u32) -> Self {
         let msize_io = guard.conn.max_io();

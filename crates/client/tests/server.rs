@@ -1,0 +1,392 @@
+//! The client library against the real `toolsrv serve`.
+//!
+//! The binary is `<target dir>/debug/toolsrv`, found from this test's own path
+//! (`<target dir>/debug/deps/<test>`); if it is missing it is built first with
+//! `cargo build -p toolsrv`.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::process::{Child, Command, Stdio};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use toolsrv_client::{Auth, Body, Client, ClientError};
+use toolsrv_wire::{DMDIR, OREAD};
+
+/// Bound of every wait in these tests.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A `toolsrv serve` child on a socket in its own temp dir; killed on drop.
+struct Server {
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    child: Child,
+}
+
+impl Server {
+    fn start(no_auth: bool) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("s");
+        let mut cmd = Command::new(toolsrv_bin());
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg(&socket)
+            .arg("--cwd")
+            .arg(dir.path())
+            .arg("--log")
+            .arg(dir.path().join("log"))
+            .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if no_auth {
+            cmd.arg("--no-auth");
+        }
+        let child = cmd.spawn().expect("spawn toolsrv");
+        let server = Server { dir, socket, child };
+        let start = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&server.socket).is_err() {
+            assert!(
+                start.elapsed() < WAIT,
+                "server did not come up: {}",
+                std::fs::read_to_string(server.dir.path().join("log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server
+    }
+
+    fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Locate (building if needed) the `toolsrv` binary of this target directory.
+fn toolsrv_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        // <target>/debug/deps/<test-binary>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in <target>/<profile>/deps");
+        let bin = profile_dir.join("toolsrv");
+        if !bin.exists() {
+            let target_dir = profile_dir.parent().expect("target dir");
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-p", "toolsrv", "--target-dir"])
+                .arg(target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("run cargo build -p toolsrv");
+            assert!(status.success(), "cargo build -p toolsrv failed");
+        }
+        assert!(bin.exists(), "{} is missing", bin.display());
+        bin
+    })
+    .clone()
+}
+
+async fn connect(s: &Server) -> Client {
+    Client::connect(s.socket(), Auth::None)
+        .await
+        .expect("connect")
+}
+
+/// Run `fut` with the test's time bound.
+async fn bounded<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .expect("test step timed out")
+}
+
+/// Wait until `cond` holds (checked after every reply-processing chance).
+async fn until(mut cond: impl FnMut() -> bool) {
+    bounded(async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+}
+
+/// Poll `fut` once (so its request is sent) and report whether it was still pending.
+async fn poll_once<F: Future>(fut: F) -> bool {
+    let mut fut = pin!(fut);
+    std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_file_of_info_returns_platform_json() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    assert_eq!(c.token(), None);
+    assert_eq!(c.msize(), 1 << 20);
+    let data = bounded(c.read_file("info")).await.expect("read info");
+    let v: serde_json::Value = serde_json::from_slice(&data).expect("info is JSON");
+    assert_eq!(v["platform"], "linux");
+    assert!(v["arch"].is_string(), "{v}");
+    // The pipelined clunk released the fid: only the root fid is left.
+    assert_eq!(c.fids_in_use(), 1);
+    assert_eq!(c.outstanding_requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_dir_of_root_shows_the_namespace() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let entries = bounded(c.list_dir("/")).await.expect("list /");
+    let mut names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["all", "bypass", "ctl", "info", "proc", "tools", "tools_rev"]
+    );
+    for e in &entries {
+        let expected = match e.name.as_str() {
+            "bypass" | "proc" => DMDIR | 0o555,
+            "ctl" => 0o200,
+            "all" | "info" => 0o444,
+            _ => 0o600,
+        };
+        assert_eq!(e.mode, expected, "mode of {}", e.name);
+    }
+    let proc_entries = bounded(c.list_dir("proc")).await.expect("list proc");
+    assert!(proc_entries.iter().any(|e| e.name == "new.bg"));
+    // list_dir clunks without waiting; the replies release the fids.
+    until(|| c.fids_in_use() == 1 && c.outstanding_requests() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stat_names_the_file() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let st = bounded(c.stat("info")).await.expect("stat info");
+    assert_eq!(st.name, "info");
+    assert_eq!(st.mode, 0o444);
+    let root = bounded(c.stat("")).await.expect("stat root");
+    assert_eq!(root.mode & DMDIR, DMDIR);
+    assert_eq!(c.fids_in_use(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_read_files_share_one_connection() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let expected = bounded(c.read_file("info")).await.expect("read info");
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let c = c.clone();
+        set.spawn(async move {
+            let path = if i % 2 == 0 { "info" } else { "/info" };
+            c.read_file(path).await
+        });
+    }
+    let mut n = 0;
+    while let Some(r) = bounded(set.join_next()).await {
+        assert_eq!(r.expect("task").expect("read"), expected);
+        n += 1;
+    }
+    assert_eq!(n, 64);
+    assert_eq!(c.fids_in_use(), 1);
+    assert_eq!(c.outstanding_requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_carry_the_server_text_and_release_fids() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let e = bounded(c.read_file("nope"))
+        .await
+        .expect_err("missing file");
+    assert!(matches!(e, ClientError::Server(_)), "{e:?}");
+    assert_eq!(e.to_string(), "file not found");
+    // A walk that stops part-way (Rwalk with fewer qids).
+    let e = bounded(c.read_file("proc/nope"))
+        .await
+        .expect_err("missing");
+    assert_eq!(e.to_string(), "file not found: proc/nope");
+    let e = bounded(c.write_file("info", b"x")).await.expect_err("0444");
+    assert_eq!(e.to_string(), "permission denied");
+    let e = bounded(c.open("ctl", OREAD)).await.expect_err("0200");
+    assert_eq!(e.to_string(), "permission denied");
+    let e = bounded(c.stat("nope/deeper")).await.expect_err("missing");
+    assert_eq!(e.to_string(), "file not found");
+    // Every failed call's fid is clunked in the background; wait for the replies.
+    until(|| c.fids_in_use() == 1 && c.outstanding_requests() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_longer_than_16_elements_are_walked_in_chunks() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let expected = bounded(c.read_file("info")).await.expect("read info");
+    // 2 × 10 + 1 = 21 elements.
+    let path = format!("{}info", "proc/../".repeat(10));
+    assert_eq!(
+        bounded(c.read_file(&path)).await.expect("long path"),
+        expected
+    );
+    let f = bounded(c.open(&path, OREAD)).await.expect("open long path");
+    assert_eq!(bounded(f.read_to_end()).await.expect("read"), expected);
+    bounded(f.clunk()).await.expect("clunk");
+    assert_eq!(c.fids_in_use(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_file_reads_at_offsets() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let whole = bounded(c.read_file("info")).await.expect("read info");
+    let f = bounded(c.open("info", OREAD)).await.expect("open");
+    assert!(f.iounit() > 0 && f.iounit() <= c.msize() - 24);
+    let part = bounded(f.read_at(2, 5)).await.expect("read_at");
+    assert_eq!(part, whole[2..7]);
+    let past = bounded(f.read_at(whole.len() as u64, 100))
+        .await
+        .expect("read past end");
+    assert!(past.is_empty());
+    let e = bounded(f.write_at(0, b"x"))
+        .await
+        .expect_err("opened OREAD");
+    assert!(matches!(e, ClientError::Server(_)), "{e:?}");
+    bounded(f.clunk()).await.expect("clunk");
+    assert_eq!(c.fids_in_use(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_blocked_read_flushes_it_and_dropping_the_file_clunks_it() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let f = bounded(c.open("bypass/pending", OREAD))
+        .await
+        .expect("open pending");
+    assert_eq!(c.fids_in_use(), 2);
+    // The read blocks on the server; poll it once so the Tread goes out, then drop it.
+    assert!(
+        poll_once(f.read_at(0, 4096)).await,
+        "pending read completed"
+    );
+    // Its tag is released only by the Rflush, which proves the Tflush went out.
+    until(|| c.outstanding_requests() == 0).await;
+    // The connection is still usable.
+    assert!(!bounded(c.read_file("info")).await.expect("read").is_empty());
+    drop(f);
+    // The fire-and-forget Tclunk was answered.
+    until(|| c.fids_in_use() == 1).await;
+    assert_eq!(c.outstanding_requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_call_future_cancels_its_read_and_fid() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let c2 = c.clone();
+    let call = async move {
+        let f = c2.open("bypass/pending", OREAD).await?;
+        f.read_to_end().await
+    };
+    let task = tokio::spawn(call);
+    // Wait until the open succeeded and the read is outstanding.
+    until(|| c.fids_in_use() == 2 && c.outstanding_requests() == 1).await;
+    task.abort();
+    assert!(bounded(task).await.expect_err("aborted").is_cancelled());
+    until(|| c.fids_in_use() == 1 && c.outstanding_requests() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_fails_waiting_and_later_requests_with_disconnected() {
+    let mut s = Server::start(true);
+    let c = connect(&s).await;
+    let f = bounded(c.open("bypass/pending", OREAD))
+        .await
+        .expect("open");
+    let c2 = c.clone();
+    let reader = tokio::spawn(async move {
+        let r = f.read_at(0, 100).await;
+        drop(c2);
+        r
+    });
+    until(|| c.outstanding_requests() == 1).await;
+    s.kill();
+    let r = bounded(reader).await.expect("task");
+    assert!(matches!(r, Err(ClientError::Disconnected)), "{r:?}");
+    let r = bounded(c.read_file("info")).await;
+    assert!(matches!(r, Err(ClientError::Disconnected)), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_returns_the_raw_reply() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    let r = bounded(c.rpc(Body::Tclunk { fid: 0xdead_beef }))
+        .await
+        .expect("rpc");
+    match r {
+        Body::Rerror { ename } => assert!(ename.contains("3735928559"), "{ename}"),
+        other => panic!("expected Rerror, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_auth_gives_a_stable_token_and_rejects_other_secrets() {
+    let s = Server::start(false);
+    let a = bounded(Client::connect(s.socket(), Auth::Secret("s3cret".into())))
+        .await
+        .expect("first connect");
+    let token = a.token().expect("token").to_owned();
+    assert_eq!(token.len(), 64);
+    assert!(token
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    let b = bounded(Client::connect(s.socket(), Auth::Secret("s3cret".into())))
+        .await
+        .expect("second connect");
+    assert_eq!(b.token(), Some(token.as_str()));
+    assert!(!bounded(b.read_file("info")).await.expect("read").is_empty());
+    let e = bounded(Client::connect(s.socket(), Auth::Secret("other".into())))
+        .await
+        .expect_err("wrong secret");
+    assert!(matches!(e, ClientError::Auth(_)), "{e:?}");
+    assert_eq!(e.to_string(), "authentication failed");
+    let e = bounded(Client::connect(s.socket(), Auth::None))
+        .await
+        .expect_err("no auth");
+    assert_eq!(e.to_string(), "authentication required");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_against_a_no_auth_server_falls_back_to_anonymous_attach() {
+    let s = Server::start(true);
+    let c = bounded(Client::connect(s.socket(), Auth::Secret("x".into())))
+        .await
+        .expect("connect");
+    assert_eq!(c.token(), None);
+    assert!(!bounded(c.read_file("info")).await.expect("read").is_empty());
+    // The never-created afid's number was released by its clunk's reply.
+    until(|| c.fids_in_use() == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolved_secret_file_authenticates() {
+    let s = Server::start(false);
+    let secret = toolsrv_client::resolve_secret(s.socket(), None).expect("generate");
+    assert!(toolsrv_client::secret::default_secret_path(s.socket()).exists());
+    let c = bounded(Client::connect(s.socket(), Auth::Secret(secret)))
+        .await
+        .expect("connect");
+    assert!(c.token().is_some());
+}
