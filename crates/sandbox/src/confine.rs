@@ -1,1 +1,266 @@
-//! (pending)
+//! Turns [`ResolvedRules`] into a prepared Landlock ruleset and seccomp filter.
+//!
+//! Everything that allocates, opens paths or can fail in an interesting way happens here,
+//! in the parent ([`Confinement::prepare`]). The child spawned by [`crate::spawn`] then only
+//! makes three raw system calls: `prctl(PR_SET_NO_NEW_PRIVS)`,
+//! `landlock_restrict_self(ruleset_fd, 0)` and `prctl(PR_SET_SECCOMP, ...)`.
+
+mod abi;
+mod access;
+mod seccomp;
+
+use std::fmt;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use landlock::{
+    AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, PathFdError, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetError, Scope, ABI,
+};
+
+pub use abi::landlock_abi;
+use abi::Feature;
+
+use crate::rules::ResolvedRules;
+
+/// Why a confinement could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// `best_effort: false` and the kernel lacks a Landlock feature the rules need.
+    #[error("landlock ABI {required} required for {feature}, kernel has ABI {kernel}")]
+    AbiTooOld {
+        /// The missing feature.
+        feature: &'static str,
+        /// The first ABI providing it.
+        required: i32,
+        /// The ABI the kernel (or the test limit) provides.
+        kernel: i32,
+    },
+    /// `best_effort: false` and a rule path cannot be opened.
+    #[error("cannot open sandbox path {}: {source}", path.display())]
+    Path {
+        /// The rule path.
+        path: PathBuf,
+        /// The underlying error.
+        source: PathFdError,
+    },
+    /// `fstat` on an opened rule path failed.
+    #[error("cannot inspect sandbox path {}: {source}", path.display())]
+    Stat {
+        /// The rule path.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The `landlock` crate refused to build the ruleset.
+    #[error("cannot build the landlock ruleset: {0}")]
+    Ruleset(#[from] RulesetError),
+    /// The kernel supports Landlock but no ruleset descriptor was created.
+    #[error("landlock ruleset was not created although the kernel has ABI {0}")]
+    NoRuleset(i32),
+    /// The seccomp filter could not be compiled.
+    #[error("cannot build the seccomp filter: {0}")]
+    Seccomp(seccompiler::BackendError),
+}
+
+/// A prepared confinement: a Landlock ruleset descriptor and an optional seccomp
+/// program, ready to be applied by a freshly spawned child right before `execve`.
+///
+/// Built once per request in the parent; it can be shared between threads.
+pub struct Confinement {
+    ruleset: Option<OwnedFd>,
+    seccomp: Option<Vec<libc::sock_filter>>,
+    unenforced: Vec<String>,
+    abi: i32,
+}
+
+impl fmt::Debug for Confinement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Confinement")
+            .field("ruleset", &self.ruleset)
+            .field("seccomp_instructions", &self.seccomp.as_ref().map(Vec::len))
+            .field("unenforced", &self.unenforced)
+            .field("abi", &self.abi)
+            .finish()
+    }
+}
+
+impl Confinement {
+    /// Prepares the confinement for `rules` using everything the kernel supports.
+    pub fn prepare(rules: &ResolvedRules) -> Result<Confinement, ConfineError> {
+        Self::prepare_with_abi_limit(rules, None)
+    }
+
+    /// Like [`Confinement::prepare`], but pretends the kernel supports at most Landlock
+    /// ABI `max_abi` (a test hook for the refusal and degradation paths).
+    pub fn prepare_with_abi_limit(
+        rules: &ResolvedRules,
+        max_abi: Option<i32>,
+    ) -> Result<Confinement, ConfineError> {
+        let kernel = landlock_abi();
+        let abi_num = max_abi.map_or(kernel, |m| m.min(kernel)).max(0);
+        let mut unenforced = Vec::new();
+        for feature in needed_features(rules) {
+            if feature.abi() <= abi_num {
+                continue;
+            }
+            if !rules.best_effort && feature.mandatory() {
+                return Err(ConfineError::AbiTooOld {
+                    feature: feature.name(),
+                    required: feature.abi(),
+                    kernel: abi_num,
+                });
+            }
+            unenforced.push(format!(
+                "{} (landlock ABI {} required, kernel has ABI {abi_num})",
+                feature.name(),
+                feature.abi()
+            ));
+        }
+        let ruleset = if abi_num >= 1 {
+            let fd = build_ruleset(rules, abi_num, &mut unenforced)?;
+            if fd.is_none() {
+                return Err(ConfineError::NoRuleset(abi_num));
+            }
+            fd
+        } else {
+            None
+        };
+        let seccomp = if rules.network.enabled {
+            None
+        } else {
+            Some(seccomp::no_network_filter()?)
+        };
+        Ok(Confinement {
+            ruleset,
+            seccomp,
+            unenforced,
+            abi: abi_num,
+        })
+    }
+
+    /// What the kernel could not enforce, one human-readable line each (empty when
+    /// everything is enforced). Only ever non-empty for `best_effort: true`, except
+    /// for scoping, which is enforced "where the kernel supports it".
+    pub fn unenforced(&self) -> &[String] {
+        &self.unenforced
+    }
+
+    /// The Landlock ABI the ruleset was built for (0: no Landlock ruleset).
+    pub fn abi(&self) -> i32 {
+        self.abi
+    }
+
+    /// The ruleset descriptor for `landlock_restrict_self`, if any.
+    pub(crate) fn ruleset_fd(&self) -> Option<RawFd> {
+        self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// The seccomp program, if any.
+    pub(crate) fn seccomp_program(&self) -> Option<&[libc::sock_filter]> {
+        self.seccomp.as_deref()
+    }
+}
+
+/// The Landlock features these rules rely on.
+fn needed_features(rules: &ResolvedRules) -> Vec<Feature> {
+    let mut needed = vec![Feature::Filesystem];
+    if !rules.rw.is_empty() || !rules.rwx.is_empty() {
+        needed.push(Feature::Refer);
+    }
+    // Without truncate control, truncate(2) works on any path the user may write.
+    needed.push(Feature::Truncate);
+    let net = &rules.network;
+    if net.enabled && (!net.bind_tcp.is_empty() || !net.connect_tcp.is_empty()) {
+        needed.push(Feature::TcpPorts);
+    }
+    needed.push(Feature::IoctlDev);
+    needed.push(Feature::Scoping);
+    needed
+}
+
+/// Creates the ruleset for `abi_num` and adds every rule.
+fn build_ruleset(
+    rules: &ResolvedRules,
+    abi_num: i32,
+    unenforced: &mut Vec<String>,
+) -> Result<Option<OwnedFd>, ConfineError> {
+    let abi = ABI::from(abi_num);
+    let level = if rules.best_effort {
+        CompatLevel::BestEffort
+    } else {
+        CompatLevel::HardRequirement
+    };
+    let sets = access::AccessSets::for_abi(abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(sets.handled)?;
+    let net = &rules.network;
+    let mut net_access = landlock::BitFlags::<AccessNet>::EMPTY;
+    if abi_num >= Feature::TcpPorts.abi() {
+        if !net.enabled {
+            net_access = AccessNet::BindTcp | AccessNet::ConnectTcp;
+        } else {
+            if !net.bind_tcp.is_empty() {
+                net_access |= AccessNet::BindTcp;
+            }
+            if !net.connect_tcp.is_empty() {
+                net_access |= AccessNet::ConnectTcp;
+            }
+        }
+    }
+    if !net_access.is_empty() {
+        ruleset = ruleset.handle_access(net_access)?;
+    }
+    if abi_num >= Feature::Scoping.abi() {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
+    }
+    let mut created = ruleset.create()?;
+    let groups = [
+        (&rules.ro, sets.ro),
+        (&rules.rox, sets.rox),
+        (&rules.rw, sets.rw),
+        (&rules.rwx, sets.rwx),
+    ];
+    for (paths, access) in groups {
+        for path in paths {
+            let fd = match PathFd::new(path) {
+                Ok(fd) => fd,
+                Err(source) if rules.best_effort => {
+                    tracing::warn!(path = %path.display(), error = %source,
+                        "sandbox path cannot be opened, rule skipped");
+                    unenforced.push(format!(
+                        "rule for {} (cannot open: {source})",
+                        path.display()
+                    ));
+                    continue;
+                }
+                Err(source) => {
+                    return Err(ConfineError::Path {
+                        path: path.clone(),
+                        source,
+                    })
+                }
+            };
+            let is_dir = access::is_dir(&fd).map_err(|source| ConfineError::Stat {
+                path: path.clone(),
+                source,
+            })?;
+            let allowed = if is_dir {
+                access
+            } else {
+                access & sets.file_only
+            };
+            created = created.add_rule(PathBeneath::new(fd, allowed))?;
+        }
+    }
+    if net.enabled {
+        for &port in &net.bind_tcp {
+            created = created.add_rule(NetPort::new(port, AccessNet::BindTcp))?;
+        }
+        for &port in &net.connect_tcp {
+            created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+        }
+    }
+    Ok(created.into())
+}

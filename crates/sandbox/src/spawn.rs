@@ -1,1 +1,266 @@
-//! (pending)
+//! The child spawn path: a vfork-style child that joins its own process group, applies
+//! the confinement and `exec`s the tool.
+//!
+//! The child is created with `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)`, like
+//! glibc's `posix_spawn`: no page tables are copied, so the cost does not grow with the
+//! server's memory. The child runs [`child::child_main`] on a small private stack and only
+//! makes raw system calls until `execve`.
+//!
+//! The parent-death signal is tied to the *thread* that called [`spawn`]: call it from a
+//! thread that lives as long as the children (a runtime worker thread, not a short-lived
+//! blocking-pool thread), or the child is killed when that thread exits.
+
+mod child;
+mod process;
+mod stack;
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+pub use process::{Child, ExitStatus};
+
+use crate::confine::Confinement;
+use child::{ChildArgs, Stage};
+
+/// What to run and how.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnSpec<'a> {
+    /// Path of the executable (not searched in `PATH`).
+    pub program: &'a CStr,
+    /// Arguments, including `argv[0]`.
+    pub argv: &'a [CString],
+    /// The complete environment, as `NAME=value` strings.
+    pub envp: &'a [CString],
+    /// Working directory of the child.
+    pub cwd: &'a CStr,
+    /// Where stdout and stderr both go (typically a pipe's write end).
+    pub output: BorrowedFd<'a>,
+    /// The confinement to apply right before `execve`; `None` runs unconfined.
+    pub confinement: Option<&'a Confinement>,
+}
+
+/// Why a tool could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// `execve` failed.
+    #[error("cannot start {program}: {source}")]
+    Start {
+        /// The program path.
+        program: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// `chdir` to the working directory failed.
+    #[error("cannot chdir to {cwd}: {source}")]
+    Chdir {
+        /// The working directory.
+        cwd: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// `landlock_restrict_self` failed.
+    #[error("cannot apply landlock ruleset: {0}")]
+    Landlock(io::Error),
+    /// Installing the seccomp filter failed.
+    #[error("cannot apply seccomp filter: {0}")]
+    Seccomp(io::Error),
+    /// `PR_SET_NO_NEW_PRIVS` failed.
+    #[error("cannot set no_new_privs: {0}")]
+    NoNewPrivs(io::Error),
+    /// Another step of the child setup failed.
+    #[error("cannot set up the child process ({step}): {source}")]
+    Setup {
+        /// The step: signals, process group, death signal, stdio or close_range.
+        step: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The child failed and reported an unknown stage (should not happen).
+    #[error("child process failed at unknown stage {0}")]
+    UnknownStage(u32),
+    /// Preparing the spawn in the parent failed.
+    #[error("cannot prepare the child process ({step}): {source}")]
+    Prepare {
+        /// The step: /dev/null, descriptors, stack or clone.
+        step: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// Starts the tool described by `spec` and returns once it has exec'd (or failed).
+///
+/// On success the child runs `spec.program` as the leader of its own process group, with
+/// stdin from `/dev/null`, stdout and stderr on `spec.output`, no other descriptor, default
+/// signal handling, and the confinement applied.
+pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
+    let devnull = open_devnull()?;
+    // The child dup3()s onto 0, 1 and 2: make sure no source descriptor is one of them.
+    let output_dup;
+    let output = if spec.output.as_raw_fd() < 3 {
+        output_dup = dup_high(spec.output.as_raw_fd())?;
+        output_dup.as_raw_fd()
+    } else {
+        spec.output.as_raw_fd()
+    };
+    let argv = null_terminated(spec.argv);
+    let envp = null_terminated(spec.envp);
+    let filter = spec.confinement.and_then(Confinement::seccomp_program);
+    let fprog = filter.map(|f| libc::sock_fprog {
+        len: u16::try_from(f.len()).unwrap_or(u16::MAX),
+        filter: f.as_ptr().cast_mut(),
+    });
+    let args = ChildArgs {
+        program: spec.program.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: spec.cwd.as_ptr(),
+        stdin: devnull.as_raw_fd(),
+        output,
+        ruleset: spec
+            .confinement
+            .and_then(Confinement::ruleset_fd)
+            .unwrap_or(-1),
+        seccomp: fprog
+            .as_ref()
+            .map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
+        no_new_privs: spec.confinement.is_some(),
+        // Safety: getpid has no preconditions.
+        parent_pid: unsafe { libc::getpid() },
+        failed_stage: AtomicU32::new(0),
+        failed_errno: AtomicI32::new(0),
+    };
+    let stack = stack::ChildStack::new().map_err(|source| SpawnError::Prepare {
+        step: "stack",
+        source,
+    })?;
+    let (pid, pidfd) = clone_vfork(&args, &stack)?;
+    drop(stack);
+    let stage = args.failed_stage.load(Ordering::Acquire);
+    if stage == 0 {
+        return Ok(Child::new(pid, pidfd));
+    }
+    let errno = args.failed_errno.load(Ordering::Relaxed);
+    // The child has exited (or is about to): reap it so no zombie is left.
+    let _ = process::wait_pidfd(std::os::fd::AsFd::as_fd(&pidfd), 0);
+    Err(child_error(spec, stage, errno))
+}
+
+/// Clones the vfork child with every signal blocked around the call.
+fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, OwnedFd), SpawnError> {
+    let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // Safety: sigfillset initialises `all`; pthread_sigmask reads `all` and stores the
+    // previous mask into `old`.
+    let ret = unsafe {
+        libc::sigfillset(all.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr())
+    };
+    if ret != 0 {
+        return Err(SpawnError::Prepare {
+            step: "signal mask",
+            source: io::Error::from_raw_os_error(ret),
+        });
+    }
+    let mut pidfd: libc::c_int = -1;
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+    // Safety: `child_main` only reads `args` and writes its atomics; `args`, the argv/envp
+    // arrays and the strings they point to live in this thread's frame, which stays
+    // suspended (CLONE_VFORK) until the child has exec'd or exited. The child runs on
+    // `stack`, a separate mapping that outlives the call. CLONE_PIDFD stores the pidfd
+    // into `pidfd`.
+    let pid = unsafe {
+        libc::clone(
+            child::child_main,
+            stack.top(),
+            flags,
+            args as *const ChildArgs as *mut libc::c_void,
+            &mut pidfd as *mut libc::c_int,
+        )
+    };
+    let clone_err = io::Error::last_os_error();
+    // Safety: restores the mask saved by the successful pthread_sigmask above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
+    }
+    if pid < 0 {
+        return Err(SpawnError::Prepare {
+            step: "clone",
+            source: clone_err,
+        });
+    }
+    if pidfd < 0 {
+        return Err(SpawnError::Prepare {
+            step: "pidfd",
+            source: io::Error::from_raw_os_error(libc::EBADF),
+        });
+    }
+    // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+fn child_error(spec: &SpawnSpec, stage: u32, errno: i32) -> SpawnError {
+    let source = io::Error::from_raw_os_error(errno);
+    let setup = |step| SpawnError::Setup {
+        step,
+        source: io::Error::from_raw_os_error(errno),
+    };
+    match Stage::from_u32(stage) {
+        Some(Stage::Exec) => SpawnError::Start {
+            program: spec.program.to_string_lossy().into_owned(),
+            source,
+        },
+        Some(Stage::Chdir) => SpawnError::Chdir {
+            cwd: spec.cwd.to_string_lossy().into_owned(),
+            source,
+        },
+        Some(Stage::Landlock) => SpawnError::Landlock(source),
+        Some(Stage::Seccomp) => SpawnError::Seccomp(source),
+        Some(Stage::NoNewPrivs) => SpawnError::NoNewPrivs(source),
+        Some(Stage::Signals) => setup("signals"),
+        Some(Stage::ProcessGroup) => setup("process group"),
+        Some(Stage::DeathSignal) => setup("death signal"),
+        Some(Stage::Stdio) => setup("stdio"),
+        Some(Stage::CloseRange) => setup("close_range"),
+        None => SpawnError::UnknownStage(stage),
+    }
+}
+
+/// Builds a NULL-terminated pointer array over `strings` (which must outlive it).
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// Opens `/dev/null` read-only, close-on-exec, at descriptor 3 or above.
+fn open_devnull() -> Result<OwnedFd, SpawnError> {
+    let prepare = |source| SpawnError::Prepare {
+        step: "/dev/null",
+        source,
+    };
+    let file = std::fs::File::open("/dev/null").map_err(prepare)?;
+    let fd = OwnedFd::from(file);
+    if fd.as_raw_fd() < 3 {
+        return dup_high(fd.as_raw_fd());
+    }
+    Ok(fd)
+}
+
+/// Duplicates `fd` to a close-on-exec descriptor numbered 3 or above.
+fn dup_high(fd: i32) -> Result<OwnedFd, SpawnError> {
+    // Safety: F_DUPFD_CLOEXEC on a descriptor the caller keeps open has no memory effects.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(SpawnError::Prepare {
+            step: "descriptors",
+            source: io::Error::last_os_error(),
+        });
+    }
+    // Safety: `new` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}

@@ -1,0 +1,56 @@
+//! The filesystem access sets of the four rule kinds, as TOOLS.md defines them.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use landlock::{Access, AccessFs, BitFlags, PathFd, ABI};
+
+/// Access rights for each rule kind at one ABI.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AccessSets {
+    /// Every filesystem right of the ABI: anything not granted is denied.
+    pub(crate) handled: BitFlags<AccessFs>,
+    /// Read files, list directories.
+    pub(crate) ro: BitFlags<AccessFs>,
+    /// `ro` + execute.
+    pub(crate) rox: BitFlags<AccessFs>,
+    /// `ro` + every write right of the ABI.
+    pub(crate) rw: BitFlags<AccessFs>,
+    /// `rw` + execute.
+    pub(crate) rwx: BitFlags<AccessFs>,
+    /// The rights that apply to a non-directory (a rule on a regular file).
+    pub(crate) file_only: BitFlags<AccessFs>,
+}
+
+impl AccessSets {
+    /// The sets for `abi`. `ro` is ReadFile|ReadDir on purpose: `AccessFs::from_read`
+    /// would include Execute.
+    pub(crate) fn for_abi(abi: ABI) -> AccessSets {
+        let handled = AccessFs::from_all(abi);
+        let ro = (AccessFs::ReadFile | AccessFs::ReadDir) & handled;
+        let rox = ro | (handled & AccessFs::Execute);
+        let rw = ro | AccessFs::from_write(abi);
+        let rwx = rw | (handled & AccessFs::Execute);
+        AccessSets {
+            handled,
+            ro,
+            rox,
+            rw,
+            rwx,
+            file_only: AccessFs::from_file(abi),
+        }
+    }
+}
+
+/// Whether the opened rule path is a directory.
+pub(crate) fn is_dir(fd: &PathFd) -> std::io::Result<bool> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // Safety: `fd` is a valid open descriptor for the duration of the call and `st`
+    // points to writable memory of the size of `struct stat`.
+    let ret = unsafe { libc::fstat(fd.as_fd().as_raw_fd(), st.as_mut_ptr()) };
+    if ret != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Safety: fstat succeeded, so it filled in the whole structure.
+    let st = unsafe { st.assume_init() };
+    Ok(st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}

@@ -1,0 +1,269 @@
+//! The child side of the spawn: runs between `clone(CLONE_VM | CLONE_VFORK)` and `execve`.
+//!
+//! The child shares the parent's memory while the calling thread is suspended, and other
+//! parent threads keep running. It therefore only reads [`ChildArgs`] (frozen in the
+//! suspended thread's frame), makes raw system calls, and reports a failure through two
+//! atomics. No allocation, no locks, no formatting, no panics.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+use libc::{c_char, c_int, c_long, c_void};
+
+/// `_NSIG - 1` on every supported architecture.
+const MAX_SIGNAL: c_int = 64;
+/// Size of the kernel's signal set in bytes.
+const KERNEL_SIGSET_SIZE: usize = 8;
+
+/// Setup step that failed in the child (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Stage {
+    /// Resetting signal dispositions or the signal mask.
+    Signals = 1,
+    /// `setpgid(0, 0)`.
+    ProcessGroup = 2,
+    /// `prctl(PR_SET_PDEATHSIG)`.
+    DeathSignal = 3,
+    /// `dup2` of stdin, stdout or stderr.
+    Stdio = 4,
+    /// `close_range(CLOSE_RANGE_CLOEXEC)`.
+    CloseRange = 5,
+    /// `chdir`.
+    Chdir = 6,
+    /// `prctl(PR_SET_NO_NEW_PRIVS)`.
+    NoNewPrivs = 7,
+    /// `landlock_restrict_self`.
+    Landlock = 8,
+    /// `prctl(PR_SET_SECCOMP)`.
+    Seccomp = 9,
+    /// `execve`.
+    Exec = 10,
+}
+
+impl Stage {
+    /// Decodes the value stored by the child.
+    pub(crate) fn from_u32(v: u32) -> Option<Stage> {
+        Some(match v {
+            1 => Stage::Signals,
+            2 => Stage::ProcessGroup,
+            3 => Stage::DeathSignal,
+            4 => Stage::Stdio,
+            5 => Stage::CloseRange,
+            6 => Stage::Chdir,
+            7 => Stage::NoNewPrivs,
+            8 => Stage::Landlock,
+            9 => Stage::Seccomp,
+            10 => Stage::Exec,
+            _ => return None,
+        })
+    }
+}
+
+/// Everything the child needs, prepared by the parent. Raw pointers point into memory
+/// owned by the parent's suspended frame.
+#[repr(C)]
+pub(crate) struct ChildArgs {
+    pub(crate) program: *const c_char,
+    pub(crate) argv: *const *const c_char,
+    pub(crate) envp: *const *const c_char,
+    pub(crate) cwd: *const c_char,
+    pub(crate) stdin: c_int,
+    pub(crate) output: c_int,
+    /// Landlock ruleset descriptor, or -1.
+    pub(crate) ruleset: c_int,
+    /// Seccomp program, or null.
+    pub(crate) seccomp: *const libc::sock_fprog,
+    /// Whether to set `no_new_privs` (always when confined).
+    pub(crate) no_new_privs: bool,
+    /// `getpid()` of the parent, captured before `clone`.
+    pub(crate) parent_pid: libc::pid_t,
+    /// The failed [`Stage`] (0: none), written by the child.
+    pub(crate) failed_stage: AtomicU32,
+    /// The errno of the failed stage, written by the child.
+    pub(crate) failed_errno: AtomicI32,
+}
+
+/// Entry point of the cloned child. Never returns.
+pub(crate) extern "C" fn child_main(arg: *mut c_void) -> c_int {
+    // Safety: the parent passes a pointer to a live `ChildArgs`; its thread stays
+    // suspended (CLONE_VFORK) until this child execs or exits, so the value outlives
+    // every access here. Only shared references are taken (the atomics allow writes).
+    let args = unsafe { &*(arg as *const ChildArgs) };
+    if let Err((stage, errno)) = setup_and_exec(args) {
+        args.failed_errno.store(errno, Ordering::Relaxed);
+        args.failed_stage.store(stage as u32, Ordering::Release);
+    }
+    exit_now(127)
+}
+
+/// Terminates the child without running any user-space cleanup.
+fn exit_now(code: c_int) -> ! {
+    loop {
+        // Safety: exit_group terminates the calling process; it touches no memory.
+        unsafe {
+            libc::syscall(libc::SYS_exit_group, code as c_long);
+        }
+    }
+}
+
+/// The errno of the last failed system call of this thread.
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Maps a raw syscall return to a failure at `stage`.
+fn check(ret: c_long, stage: Stage) -> Result<c_long, (Stage, i32)> {
+    if ret < 0 {
+        Err((stage, errno()))
+    } else {
+        Ok(ret)
+    }
+}
+
+fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
+    reset_signals()?;
+    // Safety (all calls below): raw system calls whose pointer arguments are either null
+    // or point into `args` / memory the parent keeps alive while this child runs.
+    unsafe {
+        check(
+            libc::syscall(libc::SYS_setpgid, 0 as c_long, 0 as c_long),
+            Stage::ProcessGroup,
+        )?;
+        check(
+            libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_PDEATHSIG as c_long,
+                libc::SIGKILL as c_long,
+            ),
+            Stage::DeathSignal,
+        )?;
+        // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
+        if libc::syscall(libc::SYS_getppid) != args.parent_pid as c_long {
+            exit_now(127);
+        }
+        check(
+            libc::syscall(
+                libc::SYS_dup3,
+                args.stdin as c_long,
+                0 as c_long,
+                0 as c_long,
+            ),
+            Stage::Stdio,
+        )?;
+        check(
+            libc::syscall(
+                libc::SYS_dup3,
+                args.output as c_long,
+                1 as c_long,
+                0 as c_long,
+            ),
+            Stage::Stdio,
+        )?;
+        check(
+            libc::syscall(
+                libc::SYS_dup3,
+                args.output as c_long,
+                2 as c_long,
+                0 as c_long,
+            ),
+            Stage::Stdio,
+        )?;
+        check(
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as c_long,
+                c_long::from(u32::MAX),
+                libc::CLOSE_RANGE_CLOEXEC as c_long,
+            ),
+            Stage::CloseRange,
+        )?;
+        check(libc::syscall(libc::SYS_chdir, args.cwd), Stage::Chdir)?;
+        if args.no_new_privs {
+            check(
+                libc::syscall(
+                    libc::SYS_prctl,
+                    libc::PR_SET_NO_NEW_PRIVS as c_long,
+                    1 as c_long,
+                    0 as c_long,
+                    0 as c_long,
+                    0 as c_long,
+                ),
+                Stage::NoNewPrivs,
+            )?;
+        }
+        if args.ruleset >= 0 {
+            check(
+                libc::syscall(
+                    libc::SYS_landlock_restrict_self,
+                    args.ruleset as c_long,
+                    0 as c_long,
+                ),
+                Stage::Landlock,
+            )?;
+        }
+        if !args.seccomp.is_null() {
+            check(
+                libc::syscall(
+                    libc::SYS_prctl,
+                    libc::PR_SET_SECCOMP as c_long,
+                    libc::SECCOMP_MODE_FILTER as c_long,
+                    args.seccomp,
+                ),
+                Stage::Seccomp,
+            )?;
+        }
+        libc::syscall(libc::SYS_execve, args.program, args.argv, args.envp);
+    }
+    Err((Stage::Exec, errno()))
+}
+
+/// Resets every signal disposition to SIG_DFL (handled *and* ignored ones: a tool starts
+/// with a clean slate whatever toolsrv inherited, e.g. SIGINT ignored by a background
+/// shell, SIGPIPE ignored by the Rust runtime), then empties the signal mask.
+///
+/// Signals are all blocked on entry (the parent blocked them around `clone`), so no
+/// parent handler can run in this child before its disposition is reset.
+fn reset_signals() -> Result<(), (Stage, i32)> {
+    // The kernel `struct sigaction` is at most 4 words on the supported architectures;
+    // all zeroes means SIG_DFL, no flags, empty mask, whatever the field order.
+    let default_action = [0u64; 4];
+    for sig in 1..=MAX_SIGNAL {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // Safety: installs the all-zero (SIG_DFL) action read from `default_action`;
+        // the old action is not requested (null pointer).
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig as c_long,
+                default_action.as_ptr(),
+                std::ptr::null_mut::<c_void>(),
+                KERNEL_SIGSET_SIZE,
+            )
+        };
+        check(ret, Stage::Signals)?;
+    }
+    let empty: u64 = 0;
+    // Safety: sets the mask from `empty`, a kernel sigset of KERNEL_SIGSET_SIZE bytes.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as c_long,
+            &empty as *const u64,
+            std::ptr::null_mut::<c_void>(),
+            KERNEL_SIGSET_SIZE,
+        )
+    };
+    check(ret, Stage::Signals)?;
+    Ok(())
+}
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+compile_error!("the spawn path supports x86_64, aarch64 and riscv64 only");

@@ -1,0 +1,131 @@
+//! A spawned child: its pid, its pidfd, waiting and signalling.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Exited by itself with this status.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The shell-style exit code: the status, or 128+N after signal N.
+    pub fn code(&self) -> i32 {
+        match *self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+}
+
+/// A running (or finished, not yet reaped) tool process, leader of its own process group.
+///
+/// The caller must reap it with [`Child::wait`] or [`Child::try_wait`]; dropping an
+/// unreaped `Child` leaves the process running and, once it exits, a zombie.
+#[derive(Debug)]
+pub struct Child {
+    pid: i32,
+    pidfd: OwnedFd,
+    status: Option<ExitStatus>,
+}
+
+impl Child {
+    pub(crate) fn new(pid: i32, pidfd: OwnedFd) -> Child {
+        Child {
+            pid,
+            pidfd,
+            status: None,
+        }
+    }
+
+    /// The OS process id (also the process group id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The pidfd: it becomes readable when the child exits (register it with a poller).
+    pub fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    /// Reaps the child if it has exited, without blocking. Once this returned `Some`
+    /// the child is reaped; later calls return the same status.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        let status = wait_pidfd(self.pidfd.as_fd(), libc::WNOHANG)?;
+        self.status = status;
+        Ok(status)
+    }
+
+    /// Blocks until the child exits and reaps it.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        loop {
+            if let Some(status) = wait_pidfd(self.pidfd.as_fd(), 0)? {
+                self.status = Some(status);
+                return Ok(status);
+            }
+        }
+    }
+
+    /// Sends `sig` to the child's whole process group. A group that no longer exists
+    /// (`ESRCH`) is not an error.
+    pub fn signal_group(&self, sig: i32) -> io::Result<()> {
+        // Safety: kill has no memory arguments; a negative pid addresses the group.
+        let ret = unsafe { libc::kill(-self.pid, sig) };
+        if ret == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ESRCH) {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    }
+}
+
+/// `waitid(P_PIDFD, fd, WEXITED | extra)`, retrying on EINTR. `None`: not exited yet
+/// (only with `WNOHANG`).
+pub(crate) fn wait_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<ExitStatus>> {
+    loop {
+        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+        // Safety: `info` is writable memory of the size of siginfo_t, zeroed so that
+        // si_pid reads 0 when WNOHANG finds no exited child.
+        let ret = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                fd.as_raw_fd() as libc::id_t,
+                info.as_mut_ptr(),
+                libc::WEXITED | extra,
+            )
+        };
+        if ret != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // Safety: waitid succeeded and the buffer was zero-initialised before.
+        let info = unsafe { info.assume_init() };
+        // Safety: for SIGCHLD siginfo (what waitid fills in), si_pid and si_status are
+        // the valid union members.
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        return Ok(Some(match info.si_code {
+            libc::CLD_EXITED => ExitStatus::Code(status),
+            _ => ExitStatus::Signal(status),
+        }));
+    }
+}

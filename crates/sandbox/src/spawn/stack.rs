@@ -1,0 +1,71 @@
+//! The stack the vfork-style child runs on until it execs.
+
+use std::io;
+use std::ptr::NonNull;
+
+/// Usable stack size. The child function only makes system calls; 64 KiB is ample.
+const STACK_SIZE: usize = 64 * 1024;
+
+/// An anonymous mapping with a `PROT_NONE` guard page at its low end; unmapped on drop.
+pub(crate) struct ChildStack {
+    base: NonNull<libc::c_void>,
+    len: usize,
+}
+
+impl ChildStack {
+    /// Maps a fresh stack.
+    pub(crate) fn new() -> io::Result<ChildStack> {
+        let page = page_size();
+        let len = STACK_SIZE + page;
+        // Safety: an anonymous private mapping at a kernel-chosen address has no
+        // preconditions; the result is checked against MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let Some(base) = NonNull::new(base) else {
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+        };
+        let stack = ChildStack { base, len };
+        // Safety: the first page lies inside the mapping just created and owned by `stack`.
+        if unsafe { libc::mprotect(base.as_ptr(), page, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The initial stack pointer (the high end; stacks grow down on every supported arch).
+    pub(crate) fn top(&self) -> *mut libc::c_void {
+        // Safety: `len` is the size of the mapping, so the result is one past its end,
+        // which is a valid pointer to compute.
+        unsafe { self.base.as_ptr().cast::<u8>().add(self.len).cast() }
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // Safety: the mapping is owned by this value and no longer used: the vfork child
+        // has exec'd or exited before `clone` returned in the parent.
+        unsafe {
+            libc::munmap(self.base.as_ptr(), self.len);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // Safety: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
+}

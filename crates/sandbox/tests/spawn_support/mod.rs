@@ -1,0 +1,119 @@
+//! Helpers shared by the spawn and confinement integration tests.
+#![allow(dead_code)]
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use toolsrv_sandbox::confine::Confinement;
+use toolsrv_sandbox::spawn::{spawn, Child, ExitStatus, SpawnError, SpawnSpec};
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // Safety: pipe2 writes two descriptors into `fds`.
+    let ret = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(ret, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // Safety: both descriptors are fresh and owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+pub fn cstr(s: &str) -> CString {
+    CString::new(s).expect("no NUL in test string")
+}
+
+/// The environment handed to tools in tests.
+pub fn test_env() -> Vec<CString> {
+    vec![cstr("PATH=/usr/local/bin:/usr/bin:/bin"), cstr("LC_ALL=C")]
+}
+
+/// Starts `argv` (argv[0] is the program path) writing into a fresh pipe.
+pub fn start(
+    argv: &[&str],
+    cwd: &str,
+    confinement: Option<&Confinement>,
+) -> Result<(Child, OwnedFd), SpawnError> {
+    let (r, w) = pipe();
+    let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
+    let env = test_env();
+    let cwd_c = cstr(cwd);
+    let spec = SpawnSpec {
+        program: &argv_c[0],
+        argv: &argv_c,
+        envp: &env,
+        cwd: &cwd_c,
+        output: w.as_fd(),
+        confinement,
+    };
+    let child = spawn(&spec)?;
+    drop(w);
+    Ok((child, r))
+}
+
+/// Runs `argv` to completion: (status, merged output).
+pub fn run(
+    argv: &[&str],
+    cwd: &str,
+    confinement: Option<&Confinement>,
+) -> Result<(ExitStatus, String), SpawnError> {
+    let (mut child, r) = start(argv, cwd, confinement)?;
+    let mut out = String::new();
+    std::fs::File::from(r)
+        .read_to_string(&mut out)
+        .expect("read tool output");
+    let status = child.wait().expect("wait for tool");
+    Ok((status, out))
+}
+
+/// Runs `sh -c script`.
+pub fn sh(script: &str, cwd: &str, confinement: Option<&Confinement>) -> (ExitStatus, String) {
+    run(&["/bin/sh", "-c", script], cwd, confinement).expect("spawn /bin/sh")
+}
+
+/// The probe example binary (built by `cargo test`).
+pub fn probe() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let debug_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps");
+    let probe = debug_dir.join("examples").join("confine_probe");
+    assert!(
+        probe.exists(),
+        "{} missing: run `cargo test -p toolsrv-sandbox` (it builds the examples)",
+        probe.display()
+    );
+    probe
+}
+
+/// Runs the probe with `args`, returning its single output line.
+pub fn run_probe(args: &[&str], confinement: Option<&Confinement>) -> String {
+    let probe = probe();
+    let probe_s = probe.to_str().expect("utf-8 target path");
+    let mut argv = vec![probe_s];
+    argv.extend_from_slice(args);
+    let (status, out) = run(&argv, "/", confinement).expect("spawn probe");
+    assert_eq!(status, ExitStatus::Code(0), "probe {args:?} output: {out}");
+    out.trim().to_string()
+}
+
+/// Waits (bounded) until the process `pid` has exited, using a pidfd.
+pub fn wait_gone(pid: i32, timeout_ms: i32) -> bool {
+    // Safety: pidfd_open has no memory arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        // ESRCH: already gone (and reaped).
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    // Safety: fresh descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Safety: polls one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    n == 1
+}
