@@ -4,6 +4,7 @@
 mod util;
 
 mod auth;
+mod interop;
 mod malformed;
 mod namespace;
 mod requests;
