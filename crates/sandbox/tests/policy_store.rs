@@ -147,6 +147,7 @@ fn write_default_only_when_absent() {
     assert_eq!(fs::read_to_string(&path).expect("read"), DEFAULT_POLICY);
     fs::write(&path, "env: []\n").expect("write");
     assert_eq!(write_default(&target).expect("no-op"), None);
+    assert_eq!(PolicyStore::write_default(&target).expect("no-op"), None);
     assert_eq!(fs::read_to_string(&path).expect("read"), "env: []\n");
 }
 

@@ -213,6 +213,12 @@ impl PolicyStore {
         }
     }
 
+    /// Same as the free function [`write_default`]: writes the embedded default
+    /// policy to `<dir>/sandbox.yaml` unless that file exists.
+    pub fn write_default(dir: &Path) -> io::Result<Option<PathBuf>> {
+        write_default(dir)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
