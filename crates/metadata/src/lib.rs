@@ -10,7 +10,6 @@
 
 pub mod builtin;
 pub mod discover;
-pub mod duration;
 pub mod error;
 pub mod header;
 pub mod host;

@@ -123,12 +123,16 @@ impl<'de> Deserialize<'de> for TimeoutSpec {
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<TimeoutSpec, E> {
                 u64::try_from(v)
                     .map(|s| TimeoutSpec(Duration::from_secs(s)))
-                    .map_err(|_| E::custom(format!("invalid timeout {v}: it is negative")))
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "invalid duration {v}: negative durations are not allowed"
+                        ))
+                    })
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TimeoutSpec, E> {
-                crate::duration::parse_duration(v)
+                toolsrv_protocol::duration::parse_duration(v)
                     .map(TimeoutSpec)
-                    .map_err(|e| E::custom(format!("invalid timeout: {e}")))
+                    .map_err(E::custom)
             }
         }
         d.deserialize_any(V)
@@ -147,31 +151,37 @@ pub struct SchemaSpec {
 
 impl<'de> Deserialize<'de> for SchemaSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let tree = OValue::deserialize(d)?;
-        let OValue::Map(entries) = &tree else {
-            return Err(de::Error::custom(
-                "inputSchema must be a JSON Schema object with \"type\": \"object\"",
-            ));
-        };
-        let ty = entries.iter().find(|(k, _)| k == "type").map(|(_, v)| v);
-        if !matches!(ty, Some(OValue::Str(t)) if t == "object") {
-            return Err(de::Error::custom(
-                "inputSchema must have \"type\": \"object\"",
-            ));
-        }
-        let order = match entries.iter().find(|(k, _)| k == "properties") {
-            Some((_, OValue::Map(props))) => props.iter().map(|(k, _)| k.clone()).collect(),
-            Some(_) => {
-                return Err(de::Error::custom(
-                    "inputSchema \"properties\" must be a mapping of parameter schemas",
-                ))
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SchemaSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON Schema object with \"type\": \"object\"")
             }
-            None => Vec::new(),
-        };
-        Ok(SchemaSpec {
-            schema: tree.into_json(),
-            order,
-        })
+            // Checks happen inside visit_map so errors get the mapping's line.
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SchemaSpec, A::Error> {
+                let entries = OValueVisitor.visit_map(map).map(OValue::into_entries)?;
+                let ty = entries.iter().find(|(k, _)| k == "type").map(|(_, v)| v);
+                if !matches!(ty, Some(OValue::Str(t)) if t == "object") {
+                    return Err(de::Error::custom(
+                        "a JSON Schema object with \"type\": \"object\" is required",
+                    ));
+                }
+                let order = match entries.iter().find(|(k, _)| k == "properties") {
+                    Some((_, OValue::Map(props))) => props.iter().map(|(k, _)| k.clone()).collect(),
+                    Some(_) => {
+                        return Err(de::Error::custom(
+                            "\"properties\" must be a mapping of parameter schemas",
+                        ))
+                    }
+                    None => Vec::new(),
+                };
+                Ok(SchemaSpec {
+                    schema: OValue::Map(entries).into_json(),
+                    order,
+                })
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
@@ -208,41 +218,47 @@ impl ParamsSpec {
 
 impl<'de> Deserialize<'de> for ParamsSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let entries = match OValue::deserialize(d)? {
-            OValue::Map(entries) => entries,
-            OValue::Null => return Ok(ParamsSpec::default()),
-            _ => {
-                return Err(de::Error::custom(
-                    "params must be a mapping of parameter names to schemas",
-                ))
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ParamsSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a mapping of parameter names to schemas")
             }
-        };
-        let mut spec = ParamsSpec::default();
-        for (name, prop) in entries {
-            let mut fields = match prop {
-                OValue::Map(fields) => fields,
-                OValue::Null => Vec::new(),
-                _ => {
-                    return Err(de::Error::custom(format!(
-                        "parameter \"{name}\" must be a mapping such as {{type: string}}"
-                    )))
-                }
-            };
-            if let Some(pos) = fields.iter().position(|(k, _)| k == "required") {
-                match fields.remove(pos).1 {
-                    OValue::Bool(true) => spec.required.push(name.clone()),
-                    OValue::Bool(false) => {}
-                    _ => {
-                        return Err(de::Error::custom(format!(
-                            "parameter \"{name}\": required must be true or false"
-                        )))
+            fn visit_unit<E>(self) -> Result<ParamsSpec, E> {
+                Ok(ParamsSpec::default())
+            }
+            // Checks happen inside visit_map so errors get the mapping's line.
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ParamsSpec, A::Error> {
+                let entries = OValueVisitor.visit_map(map).map(OValue::into_entries)?;
+                let mut spec = ParamsSpec::default();
+                for (name, prop) in entries {
+                    let mut fields = match prop {
+                        OValue::Map(fields) => fields,
+                        OValue::Null => Vec::new(),
+                        _ => {
+                            return Err(de::Error::custom(format!(
+                                "parameter \"{name}\" must be a mapping such as {{type: string}}"
+                            )))
+                        }
+                    };
+                    if let Some(pos) = fields.iter().position(|(k, _)| k == "required") {
+                        match fields.remove(pos).1 {
+                            OValue::Bool(true) => spec.required.push(name.clone()),
+                            OValue::Bool(false) => {}
+                            _ => {
+                                return Err(de::Error::custom(format!(
+                                    "parameter \"{name}\": required must be true or false"
+                                )))
+                            }
+                        }
                     }
+                    spec.properties
+                        .push((name, OValue::Map(fields).into_json()));
                 }
+                Ok(spec)
             }
-            spec.properties
-                .push((name, OValue::Map(fields).into_json()));
         }
-        Ok(spec)
+        d.deserialize_any(V)
     }
 }
 
@@ -264,6 +280,14 @@ pub enum OValue {
 }
 
 impl OValue {
+    /// The entries of a mapping (empty for anything else).
+    pub fn into_entries(self) -> Vec<(String, OValue)> {
+        match self {
+            OValue::Map(entries) => entries,
+            _ => Vec::new(),
+        }
+    }
+
     /// Converts to `serde_json::Value` (non-finite floats become `null`).
     pub fn into_json(self) -> Value {
         match self {
@@ -285,57 +309,60 @@ impl OValue {
 
 impl<'de> Deserialize<'de> for OValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = OValue;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON-compatible value")
-            }
-            fn visit_unit<E>(self) -> Result<OValue, E> {
-                Ok(OValue::Null)
-            }
-            fn visit_none<E>(self) -> Result<OValue, E> {
-                Ok(OValue::Null)
-            }
-            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<OValue, D2::Error> {
-                OValue::deserialize(d)
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<OValue, E> {
-                Ok(OValue::Bool(v))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<OValue, E> {
-                Ok(OValue::Number(v.into()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<OValue, E> {
-                Ok(OValue::Number(v.into()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<OValue, E> {
-                Ok(serde_json::Number::from_f64(v).map_or(OValue::Null, OValue::Number))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<OValue, E> {
-                Ok(OValue::Str(v.to_string()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<OValue, E> {
-                Ok(OValue::Str(v))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OValue, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(OValue::Seq(items))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OValue, A::Error> {
-                let mut entries: Vec<(String, OValue)> = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, OValue>()? {
-                    if entries.iter().any(|(e, _)| *e == k) {
-                        return Err(de::Error::custom(format!("duplicate key \"{k}\"")));
-                    }
-                    entries.push((k, v));
-                }
-                Ok(OValue::Map(entries))
-            }
+        d.deserialize_any(OValueVisitor)
+    }
+}
+
+/// Builds an [`OValue`] from any self-describing input.
+struct OValueVisitor;
+
+impl<'de> Visitor<'de> for OValueVisitor {
+    type Value = OValue;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON-compatible value")
+    }
+    fn visit_unit<E>(self) -> Result<OValue, E> {
+        Ok(OValue::Null)
+    }
+    fn visit_none<E>(self) -> Result<OValue, E> {
+        Ok(OValue::Null)
+    }
+    fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<OValue, D2::Error> {
+        OValue::deserialize(d)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<OValue, E> {
+        Ok(OValue::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<OValue, E> {
+        Ok(OValue::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<OValue, E> {
+        Ok(OValue::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<OValue, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(OValue::Null, OValue::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<OValue, E> {
+        Ok(OValue::Str(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<OValue, E> {
+        Ok(OValue::Str(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OValue, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
         }
-        d.deserialize_any(V)
+        Ok(OValue::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OValue, A::Error> {
+        let mut entries: Vec<(String, OValue)> = Vec::new();
+        while let Some((k, v)) = map.next_entry::<String, OValue>()? {
+            if entries.iter().any(|(e, _)| *e == k) {
+                return Err(de::Error::custom(format!("duplicate key \"{k}\"")));
+            }
+            entries.push((k, v));
+        }
+        Ok(OValue::Map(entries))
     }
 }

@@ -1,0 +1,60 @@
+//! Helpers shared by the integration tests: real files in temp dirs.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Map, Value};
+use toolsrv_metadata::{Catalog, Host, Invocation};
+
+/// Writes `text` to `dir/name` with `mode`.
+pub fn write(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, text).expect("write tool file");
+    fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+    path
+}
+
+/// Writes an executable (0755) file.
+pub fn exe(dir: &Path, name: &str, text: &str) -> PathBuf {
+    write(dir, name, text, 0o755)
+}
+
+/// Writes a plain (0644) file.
+pub fn plain(dir: &Path, name: &str, text: &str) -> PathBuf {
+    write(dir, name, text, 0o644)
+}
+
+/// A linux/amd64 catalog of `dir`.
+pub fn linux(dir: &Path) -> Catalog {
+    Catalog::new(dir.to_path_buf(), Host::new("linux", "amd64"))
+}
+
+/// The object of a `json!` literal.
+pub fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        other => panic!("test literal is not an object: {other}"),
+    }
+}
+
+/// Spawns the invocation in `cwd` with a clean environment plus its env
+/// and PATH, and waits for it.
+pub fn run(inv: &Invocation, cwd: &Path) -> Output {
+    let mut cmd = Command::new(&inv.program);
+    cmd.args(&inv.argv[1..])
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(inv.env.iter().map(|(k, v)| (k, v)));
+    cmd.output().expect("spawn tool")
+}
+
+/// stdout + stderr as text.
+pub fn text(out: &Output) -> String {
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&out.stderr));
+    s
+}
