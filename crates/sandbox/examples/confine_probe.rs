@@ -2,7 +2,7 @@
 //! confined child and prints `ok` or the OS error (e.g. `Permission denied (os error 13)`).
 //!
 //! Usage: `confine_probe <fds|pdeathsig|udp|netlink|unix-pair|io-uring|tcp PORT|
-//! abstract NAME|abstract-self NAME|kill PID SIG>`
+//! abstract NAME|abstract-self NAME|kill PID SIG|truncate PATH>`
 
 use std::io::{self, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -19,6 +19,7 @@ fn main() {
         ["netlink"] => raw_socket(libc::AF_NETLINK, libc::SOCK_RAW, 0),
         ["unix-pair"] => UnixStream::pair().map(|_| "ok".to_string()),
         ["io-uring"] => io_uring(),
+        ["truncate", path] => truncate(path),
         ["tcp", port] => match port.parse::<u16>() {
             Ok(p) => TcpStream::connect(("127.0.0.1", p)).map(|_| "ok".to_string()),
             Err(e) => Ok(format!("bad port: {e}")),
@@ -96,5 +97,15 @@ fn io_uring() -> io::Result<String> {
     }
     // Safety: the ring descriptor was just created and is owned here.
     unsafe { libc::close(fd as i32) };
+    Ok("ok".to_string())
+}
+
+/// `truncate(2)` by path (not open + ftruncate), to exercise Landlock's truncate right.
+fn truncate(path: &str) -> io::Result<String> {
+    let c = std::ffi::CString::new(path).map_err(io::Error::other)?;
+    // Safety: `c` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::truncate(c.as_ptr(), 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok("ok".to_string())
 }

@@ -117,3 +117,31 @@ pub fn wait_gone(pid: i32, timeout_ms: i32) -> bool {
     let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
     n == 1
 }
+
+/// Rules that let tools run (system binaries and libraries, the probe) and nothing else.
+pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
+    let probe_dir = probe().parent().expect("examples dir").to_path_buf();
+    let mut rox: Vec<PathBuf> = ["/usr", "/bin", "/lib", "/lib64", "/sbin"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+    rox.push(probe_dir);
+    toolsrv_sandbox::rules::ResolvedRules {
+        ro: vec![PathBuf::from("/etc")],
+        rox,
+        rw: Vec::new(),
+        rwx: Vec::new(),
+        network: toolsrv_sandbox::rules::NetworkRules {
+            enabled: true,
+            bind_tcp: Vec::new(),
+            connect_tcp: Vec::new(),
+        },
+        best_effort: false,
+    }
+}
+
+/// Prepares a confinement, failing the test on error.
+pub fn confine(rules: &toolsrv_sandbox::rules::ResolvedRules) -> Confinement {
+    Confinement::prepare(rules).expect("prepare confinement")
+}
