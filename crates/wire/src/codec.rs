@@ -1,6 +1,6 @@
 //! Encoding and decoding of whole frames and stat entries.
 //!
-//! A frame is size[4] type[1] tag[2] body, little-endian, as in intro(5).
+//! A frame is `size[4] type[1] tag[2]` body, little-endian, as in intro(5).
 //! Decoding is total and bounded: every count is checked against the bytes that
 //! remain in the frame before anything is allocated or copied.
 
@@ -30,7 +30,7 @@ pub enum DecodeError {
     },
 }
 
-/// Decode one whole frame. `buf` must be exactly the frame: size[4] included,
+/// Decode one whole frame. `buf` must be exactly the frame: `size[4]` included,
 /// and its length equal to the size field.
 pub fn decode(buf: &[u8]) -> Result<Frame, DecodeError> {
     let (size, ty, tag) = match *buf {
@@ -62,7 +62,7 @@ fn saturating_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The number of bytes [`encode`] appends for `frame` (size[4] included); use it to
+/// The number of bytes [`encode`] appends for `frame` (`size[4]` included); use it to
 /// check a reply against the negotiated msize before sending.
 pub fn encoded_len(frame: &Frame) -> usize {
     HEADER_LEN + body_len(&frame.body)
@@ -72,8 +72,8 @@ pub fn encoded_len(frame: &Frame) -> usize {
 ///
 /// Fields too long for their length prefix are clipped rather than corrupting
 /// the frame: strings to 65535 bytes (at a char boundary), stat strings so the
-/// entry fits its size[2], walk lists to 65535 elements, data so the frame fits
-/// size[4]. Walk lists longer than 16 are written as given (a peer rejects them).
+/// entry fits its `size[2]`, walk lists to 65535 elements, data so the frame fits
+/// `size[4]`. Walk lists longer than 16 are written as given (a peer rejects them).
 pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
     let len = encoded_len(frame);
     out.reserve(len);
@@ -92,14 +92,14 @@ pub fn encode_to_vec(frame: &Frame) -> Vec<u8> {
     v
 }
 
-/// Append a stat entry (with its leading size[2]) to `out`, as in directory reads.
+/// Append a stat entry (with its leading `size[2]`) to `out`, as in directory reads.
 /// Strings are clipped (name first, muid last) so the entry fits its size field.
 pub fn encode_stat(stat: &Stat, out: &mut Vec<u8>) {
     out.reserve(stat_len(stat));
     put_stat(out, stat);
 }
 
-/// Decode one stat entry (with its leading size[2]) from the front of `buf`;
+/// Decode one stat entry (with its leading `size[2]`) from the front of `buf`;
 /// returns it and the number of bytes consumed. The fields must fill the entry's
 /// declared size exactly.
 pub fn decode_stat(buf: &[u8]) -> Result<(Stat, usize), String> {

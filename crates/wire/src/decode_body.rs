@@ -1,4 +1,4 @@
-//! Decoding of message bodies (everything after size[4] type[1] tag[2]).
+//! Decoding of message bodies (everything after `size[4] type[1] tag[2]`).
 
 use crate::message::{msgtype as t, Body, Stat};
 use crate::reader::{Fault, Reader};
@@ -102,7 +102,7 @@ pub(crate) fn read_body(ty: u8, r: &mut Reader<'_>) -> Result<Body, Fault> {
     Ok(body)
 }
 
-/// `n[2] stat[n]`, where the stat entry's own size[2] must equal n - 2.
+/// `n[2] stat[n]`, where the stat entry's own `size[2]` must equal n - 2.
 fn sized_stat(r: &mut Reader<'_>) -> Result<Stat, Fault> {
     let n = r.u16()?;
     let bytes = r.bytes(usize::from(n))?;

@@ -6,10 +6,10 @@ use crate::stat::{put_stat, stat_len};
 use crate::writer::{put_qid, put_str, put_u16, put_u32, put_u64, put_u8, str_len, QID_LEN};
 
 /// Longest data field written: the largest frame (Twrite, 23 bytes of header and
-/// fixed fields) must still fit size[4].
+/// fixed fields) must still fit `size[4]`.
 const MAX_DATA: usize = u32::MAX as usize - 23;
 
-/// Longest element list written in a Twalk/Rwalk: what nw[2] can count.
+/// Longest element list written in a Twalk/Rwalk: what `nw[2]` can count.
 const MAX_LIST: usize = u16::MAX as usize;
 
 fn data_of(data: &[u8]) -> &[u8] {
@@ -20,7 +20,7 @@ fn list_of<T>(items: &[T]) -> &[T] {
     &items[..items.len().min(MAX_LIST)]
 }
 
-/// Wire length of the body (everything after size[4] type[1] tag[2]).
+/// Wire length of the body (everything after `size[4] type[1] tag[2]`).
 pub(crate) fn body_len(body: &Body) -> usize {
     match body {
         Body::Tversion { version, .. } | Body::Rversion { version, .. } => 4 + str_len(version),

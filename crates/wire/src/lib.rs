@@ -1,7 +1,7 @@
 //! The 9P2000 wire format.
 //!
 //! - [`message`]: the message types (`Frame` = tag + [`Body`]), [`Qid`], [`Stat`].
-//! - [`codec`]: [`encode`] and [`decode`] of whole frames (size[4] type[1] tag[2] ...),
+//! - [`codec`]: [`encode`] and [`decode`] of whole frames (`size[4] type[1] tag[2]` ...),
 //!   and of stat(5) entries for directory reads.
 //! - [`samples`]: one example frame of every message type.
 //!

@@ -1,6 +1,6 @@
 //! 9P2000 message types, as in intro(5) of the Plan 9 manual.
 
-/// Size of the frame header: size[4] type[1] tag[2].
+/// Size of the frame header: `size[4] type[1] tag[2]`.
 pub const HEADER_LEN: usize = 7;
 /// The tag used by `Tversion`.
 pub const NOTAG: u16 = 0xFFFF;

@@ -87,7 +87,7 @@ impl<'a> Reader<'a> {
         self.array().map(u64::from_le_bytes)
     }
 
-    /// A string: len[2] then that many UTF-8 bytes.
+    /// A string: `len[2]` then that many UTF-8 bytes.
     pub(crate) fn string(&mut self) -> Result<String, Fault> {
         let n = usize::from(self.u16()?);
         let bytes = self.bytes(n)?;
@@ -96,7 +96,7 @@ impl<'a> Reader<'a> {
             .map_err(|_| Fault::InvalidUtf8)
     }
 
-    /// A qid: type[1] vers[4] path[8].
+    /// A qid: `type[1] vers[4] path[8]`.
     pub(crate) fn qid(&mut self) -> Result<Qid, Fault> {
         Ok(Qid {
             ty: self.u8()?,
@@ -105,13 +105,13 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A data field: count[4] then that many bytes (checked before copying).
+    /// A data field: `count[4]` then that many bytes (checked before copying).
     pub(crate) fn data(&mut self) -> Result<Vec<u8>, Fault> {
         let n = usize::try_from(self.u32()?).map_err(|_| Fault::Truncated)?;
         self.bytes(n).map(<[u8]>::to_vec)
     }
 
-    /// A walk count: nw[2], at most [`MAXWELEM`].
+    /// A walk count: `nw[2]`, at most [`MAXWELEM`].
     pub(crate) fn walk_count(&mut self) -> Result<usize, Fault> {
         let n = self.u16()?;
         if usize::from(n) > MAXWELEM {

@@ -1,15 +1,15 @@
-//! The stat(5) directory entry: size[2] type[2] dev[4] qid[13] mode[4] atime[4]
-//! mtime[4] length[8] name[s] uid[s] gid[s] muid[s].
+//! The stat(5) directory entry: `size[2] type[2] dev[4] qid[13] mode[4] atime[4]`
+//! `mtime[4] length[8] name[s] uid[s] gid[s] muid[s]`.
 
 use crate::message::Stat;
 use crate::reader::{Fault, Reader};
 use crate::writer::{clip, put_clipped_str, put_qid, put_u16, put_u32, put_u64, MAX_STR};
 
-/// Bytes of the fixed fields after size[2], plus the four len[2] of the strings.
+/// Bytes of the fixed fields after `size[2]`, plus the four `len[2]` of the strings.
 const FIXED_LEN: usize = 2 + 4 + 13 + 4 + 4 + 4 + 8 + 4 * 2;
 
-/// Largest value of the inner size[2]: the whole entry (size[2] included) must fit
-/// the n[2] of `Rstat`/`Twstat`.
+/// Largest value of the inner `size[2]`: the whole entry (`size[2]` included) must fit
+/// the `n[2]` of `Rstat`/`Twstat`.
 const MAX_INNER: usize = MAX_STR - 2;
 
 /// The four strings as they will be written: each clipped so that the inner size
@@ -23,17 +23,17 @@ fn clipped_strings(stat: &Stat) -> [&str; 4] {
     })
 }
 
-/// The inner size[2] value of `stat` as encoded.
+/// The inner `size[2]` value of `stat` as encoded.
 fn inner_len(strings: &[&str; 4]) -> usize {
     FIXED_LEN + strings.iter().map(|s| s.len()).sum::<usize>()
 }
 
-/// Encoded length of the whole entry, size[2] included.
+/// Encoded length of the whole entry, `size[2]` included.
 pub(crate) fn stat_len(stat: &Stat) -> usize {
     2 + inner_len(&clipped_strings(stat))
 }
 
-/// Append the entry, size[2] included.
+/// Append the entry, `size[2]` included.
 pub(crate) fn put_stat(out: &mut Vec<u8>, stat: &Stat) {
     let strings = clipped_strings(stat);
     put_u16(out, u16::try_from(inner_len(&strings)).unwrap_or(u16::MAX));
@@ -49,7 +49,7 @@ pub(crate) fn put_stat(out: &mut Vec<u8>, stat: &Stat) {
     }
 }
 
-/// Read one entry (size[2] included). The entry's fields must exactly fill its
+/// Read one entry (`size[2]` included). The entry's fields must exactly fill its
 /// declared size: a short entry is `truncated stat entry`, extra bytes inside it
 /// are `trailing bytes in stat entry: N`.
 pub(crate) fn read_stat(r: &mut Reader<'_>) -> Result<Stat, Fault> {

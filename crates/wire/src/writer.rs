@@ -3,7 +3,7 @@
 
 use crate::message::Qid;
 
-/// Longest string a len[2] field can describe.
+/// Longest string a `len[2]` field can describe.
 pub(crate) const MAX_STR: usize = u16::MAX as usize;
 
 /// The longest prefix of `s` that is at most `max` bytes and ends on a char boundary.
@@ -55,7 +55,7 @@ pub(crate) fn str_len(s: &str) -> usize {
     2 + clip(s, MAX_STR).len()
 }
 
-/// Append a qid: type[1] vers[4] path[8].
+/// Append a qid: `type[1] vers[4] path[8]`.
 pub(crate) fn put_qid(out: &mut Vec<u8>, q: &Qid) {
     put_u8(out, q.ty);
     put_u32(out, q.version);
