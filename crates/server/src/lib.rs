@@ -6,12 +6,14 @@
 //!   `SO_PEERCRED` check.
 //! - [`files`]: reusable synthetic file kinds (read-only snapshot, write-then-read).
 //! - [`namespace`]: the tree, declared in one place ([`namespace::spec`]).
+//! - [`registry`]: the per-agent registry of loaded tools.
 //! - [`server`]: [`Server`], the state behind the namespace, and its accept loop.
 
 pub mod auth;
 pub mod config;
 pub mod files;
 pub mod namespace;
+pub mod registry;
 pub mod server;
 pub mod socket;
 

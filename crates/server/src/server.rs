@@ -8,8 +8,11 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use toolsrv_vfs::{Auth, ConnInfo, NoAuth, Node};
 
+use toolsrv_metadata::{Catalog, Host};
+
 use crate::auth::{SecretAuth, SecretAuthPolicy};
 use crate::config::ServeConfig;
+use crate::registry::Registry;
 use crate::socket;
 
 /// The daemon's state: configuration, authentication, and (as later layers land)
@@ -25,24 +28,54 @@ pub struct Server {
     next_conn: AtomicU64,
     /// The owner name shown in stat entries.
     user: Arc<str>,
+    /// Tool discovery over the tools directory (or the built-in set).
+    pub catalog: Catalog,
+    /// Loaded tools per agent.
+    pub registry: Registry,
+    /// Where the built-in tools were written when the tools directory does not
+    /// exist; removed when the server ends.
+    _builtin_dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
-    /// A server for `config`.
-    pub fn new(config: ServeConfig) -> Arc<Server> {
+    /// A server for `config`. Fails only if the built-in tools cannot be
+    /// written out (when the tools directory does not exist).
+    pub fn new(config: ServeConfig) -> std::io::Result<Arc<Server>> {
+        let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
+            (config.tools_dir.clone(), None)
+        } else {
+            let d = tempfile::Builder::new()
+                .prefix("toolsrv-builtin-")
+                .tempdir()?;
+            toolsrv_metadata::write_builtin(d.path())?;
+            tracing::info!(
+                tools = %config.tools_dir.display(),
+                builtin = %d.path().display(),
+                "tools directory does not exist; serving the built-in tool set"
+            );
+            (d.path().to_path_buf(), Some(d))
+        };
         let auth = (!config.no_auth).then(SecretAuth::new);
         let started = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as u32)
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
-        Arc::new(Server {
+        Ok(Arc::new(Server {
             config,
             auth,
             started,
             next_conn: AtomicU64::new(1),
             user: user.into(),
-        })
+            catalog: Catalog::new(tools_dir, Host::current()),
+            registry: Registry::new(),
+            _builtin_dir: builtin_dir,
+        }))
+    }
+
+    /// Apply one `ctl` command (`load`/`unload`).
+    pub fn ctl(&self, line: &str) -> Result<(), toolsrv_vfs::Error> {
+        crate::namespace::discovery::apply_ctl(self, line)
     }
 
     /// The session token, once a client authenticated (always `None` under `--no-auth`).

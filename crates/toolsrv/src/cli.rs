@@ -91,8 +91,42 @@ pub struct ServeArgs {
 pub enum Command {
     /// Run the daemon.
     Serve(Box<ServeArgs>),
+    /// Write the built-in policy and tools to a directory (never overwriting).
+    Init {
+        /// Where to write `sandbox.yaml` and `tools/` (default: the config directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Show the server's platform and architecture.
     Info,
+    /// List every tool available on the server's host.
+    All,
+    /// List the tools loaded for an agent.
+    Tools {
+        /// The agent ID.
+        agent: String,
+    },
+    /// Show an agent's registry revision.
+    Rev {
+        /// The agent ID.
+        agent: String,
+    },
+    /// Load tools for an agent.
+    Load {
+        /// The agent ID.
+        agent: String,
+        /// Tool names.
+        #[arg(required = true)]
+        tools: Vec<String>,
+    },
+    /// Unload tools for an agent.
+    Unload {
+        /// The agent ID.
+        agent: String,
+        /// Tool names.
+        #[arg(required = true)]
+        tools: Vec<String>,
+    },
     /// List a directory of the namespace (default: the root).
     Ls {
         /// A path inside the namespace, e.g. `proc`.

@@ -53,7 +53,21 @@ async fn connect(global: &Global) -> Result<Client> {
 async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
     let client = connect(global).await?;
     match cmd {
-        Command::Serve(_) => unreachable!("handled in main"),
+        Command::Serve(_) | Command::Init { .. } => unreachable!("handled in main"),
+        Command::All => {
+            let data = client.read_file("all").await?;
+            print_json(global, &data, |v| table(v, &["name", "description"]))?;
+        }
+        Command::Tools { agent } => {
+            let data = client.transact("tools", agent.as_bytes()).await?;
+            print_json(global, &data, |v| table(v, &["name", "description"]))?;
+        }
+        Command::Rev { agent } => {
+            let data = client.transact("tools_rev", agent.as_bytes()).await?;
+            println!("{}", String::from_utf8_lossy(&data));
+        }
+        Command::Load { agent, tools } => ctl(&client, "load", &agent, &tools).await?,
+        Command::Unload { agent, tools } => ctl(&client, "unload", &agent, &tools).await?,
         Command::Info => {
             let data = client.read_file("info").await?;
             print_json(global, &data, |v| {
@@ -78,6 +92,62 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Send one `ctl` write with a command per tool (applied in order; stops at the first error).
+async fn ctl(client: &Client, verb: &str, agent: &str, tools: &[String]) -> Result<()> {
+    let cmds: String = tools
+        .iter()
+        .map(|t| format!("{verb} {agent} {t}\n"))
+        .collect();
+    client.write_file("ctl", cmds.as_bytes()).await?;
+    Ok(())
+}
+
+/// A JSON array of objects as an aligned table of `cols` (the last column is not padded).
+fn table(v: &serde_json::Value, cols: &[&str]) -> String {
+    let rows: Vec<Vec<String>> = v
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| {
+                    cols.iter()
+                        .map(|c| match &o[*c] {
+                            serde_json::Value::String(s) => {
+                                s.lines().next().unwrap_or("").to_string()
+                            }
+                            serde_json::Value::Null => "-".to_string(),
+                            other => other.to_string(),
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut widths: Vec<usize> = cols.iter().map(|c| c.len()).collect();
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let n = cells.len();
+        cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i + 1 == n {
+                    c
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut out = vec![line(cols.iter().map(|c| c.to_uppercase()).collect())];
+    out.extend(rows.into_iter().map(line));
+    out.join("\n")
 }
 
 /// `rwxr-xr-x` from permission bits.

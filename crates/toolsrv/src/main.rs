@@ -3,10 +3,12 @@
 //! - [`cli`]: the command line (clap): global flags and every subcommand.
 //! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
 //! - [`client_cmd`]: the client subcommands, over the client library.
+//! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod cli;
 mod client_cmd;
+mod init;
 mod paths;
 mod serve;
 
@@ -18,6 +20,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args),
+        cli::Command::Init { dir } => init::main(dir),
         other => client_cmd::main(&cli.global, other),
     }
 }

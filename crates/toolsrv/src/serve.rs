@@ -122,7 +122,7 @@ async fn run(config: ServeConfig) -> Result<()> {
             "authentication is off (--no-auth): any local client of this uid can run tools"
         );
     }
-    let server = Server::new(config);
+    let server = Server::new(config).context("cannot set up the built-in tools")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
     server.run(listener, shutdown).await;

@@ -9,3 +9,4 @@ mod malformed;
 mod namespace;
 mod requests;
 mod socket;
+mod tools;

@@ -305,6 +305,64 @@ impl Raw {
         d
     }
 
+    /// Open `path` with `mode`, write `data` (if any), read everything, clunk.
+    /// Any Rerror along the way is returned.
+    pub fn transact(&mut self, path: &str, mode: u8, data: &[u8]) -> Result<Vec<u8>, String> {
+        let fid = 60;
+        self.walk(fid, path)?;
+        let r = self.transact_fid(fid, mode, data);
+        self.rpc(Body::Tclunk { fid });
+        r
+    }
+
+    fn transact_fid(&mut self, fid: u32, mode: u8, data: &[u8]) -> Result<Vec<u8>, String> {
+        if let Body::Rerror { ename } = self.rpc(Body::Topen { fid, mode }) {
+            return Err(ename);
+        }
+        if !data.is_empty() {
+            if let Body::Rerror { ename } = self.rpc(Body::Twrite {
+                fid,
+                offset: 0,
+                data: data.to_vec(),
+            }) {
+                return Err(ename);
+            }
+        }
+        if mode & 3 == toolsrv_wire::OWRITE {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        loop {
+            match self.rpc(Body::Tread {
+                fid,
+                offset: out.len() as u64,
+                count: 8192,
+            }) {
+                Body::Rread { data } if data.is_empty() => return Ok(out),
+                Body::Rread { data } => out.extend_from_slice(&data),
+                Body::Rerror { ename } => return Err(ename),
+                b => panic!("{b:?}"),
+            }
+        }
+    }
+
+    /// Write `data` to `path` (open OWRITE).
+    pub fn write(&mut self, path: &str, data: &str) -> Result<(), String> {
+        self.transact(path, toolsrv_wire::OWRITE, data.as_bytes())
+            .map(|_| ())
+    }
+
+    /// Write-then-read `path` (open ORDWR) as a string.
+    pub fn ask(&mut self, path: &str, data: &str) -> Result<String, String> {
+        self.transact(path, toolsrv_wire::ORDWR, data.as_bytes())
+            .map(|d| String::from_utf8(d).expect("utf8 reply"))
+    }
+
+    /// Read `path` as JSON.
+    pub fn json(&mut self, path: &str) -> serde_json::Value {
+        serde_json::from_slice(&self.read_file(path)).expect("JSON")
+    }
+
     /// The stat entries of a directory.
     pub fn list(&mut self, path: &str) -> Vec<Stat> {
         self.open(51, path, 0);

@@ -1,31 +1,176 @@
 //! Control and discovery files: `ctl`, `tools`, `all`, `info`, `tools_rev`.
 
-use toolsrv_vfs::Error;
+use std::sync::Arc;
 
-use crate::files::Generated;
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use toolsrv_protocol::{validate_agent_id, validate_tool_name};
+use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode};
 
-/// Go's GOOS name of this host.
-pub fn go_platform() -> &'static str {
-    match std::env::consts::OS {
-        "macos" => "darwin",
-        other => other,
-    }
-}
+use crate::files::{Generated, Request};
+use crate::server::Server;
 
-/// Go's GOARCH name of this host.
-pub fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "x86" => "386",
-        "powerpc64" => "ppc64",
-        "loongarch64" => "loong64",
-        other => other,
-    }
-}
-
-/// `info`: `{"platform": GOOS, "arch": GOARCH}`.
-pub fn info_file() -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {
-    let body = serde_json::json!({"platform": go_platform(), "arch": go_arch()}).to_string();
+/// `info`: `{"platform": GOOS, "arch": GOARCH}` with Go's names.
+pub fn info_file(
+    server: &Arc<Server>,
+) -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {
+    let host = server.catalog.host();
+    let body = serde_json::json!({"platform": host.platform, "arch": host.arch}).to_string();
     Generated(move || Ok(body.clone().into_bytes()))
+}
+
+/// Run blocking catalog work (file I/O) off the connection's reader.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::new(format!("internal error: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(v).map_err(|e| Error::new(format!("internal error: {e}")))
+}
+
+/// The agent ID written to a write-then-read file (one trailing newline ignored).
+fn agent_id(request: &[u8]) -> Result<String, Error> {
+    let s = std::str::from_utf8(request).map_err(|_| Error::new("invalid agent ID"))?;
+    let s = s.strip_suffix('\n').unwrap_or(s);
+    let s = s.strip_suffix('\r').unwrap_or(s);
+    validate_agent_id(s).map_err(|e| Error::new(e.to_string()))?;
+    Ok(s.to_string())
+}
+
+/// `all`: every tool available on this host, discovered now.
+pub struct AllFile(pub Arc<Server>);
+
+impl File for AllFile {
+    fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(AllHandle {
+            server: self.0.clone(),
+            body: tokio::sync::OnceCell::new(),
+        }))
+    }
+}
+
+struct AllHandle {
+    server: Arc<Server>,
+    body: tokio::sync::OnceCell<Vec<u8>>,
+}
+
+#[async_trait]
+impl Handle for AllHandle {
+    async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
+        let body = self
+            .body
+            .get_or_try_init(|| async {
+                let s = self.server.clone();
+                let all = blocking(move || s.catalog.all()).await?;
+                to_json(&all)
+            })
+            .await?;
+        Ok(crate::files::slice_at(body, offset, count))
+    }
+}
+
+/// `tools`: write an agent ID, read its loaded tools as ToolInfo JSON.
+pub struct ToolsRequest(pub Arc<Server>);
+
+#[async_trait]
+impl Request for ToolsRequest {
+    async fn evaluate(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        _conn: ConnInfo,
+        _cancel: CancellationToken,
+    ) -> Result<Vec<u8>, Error> {
+        let agent = agent_id(&request)?;
+        let infos: Vec<_> = self
+            .0
+            .registry
+            .loaded(&agent)
+            .iter()
+            .map(|t| t.info())
+            .collect();
+        to_json(&infos)
+    }
+}
+
+/// `tools_rev`: write an agent ID, read its registry revision.
+pub struct RevRequest(pub Arc<Server>);
+
+#[async_trait]
+impl Request for RevRequest {
+    async fn evaluate(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        _conn: ConnInfo,
+        _cancel: CancellationToken,
+    ) -> Result<Vec<u8>, Error> {
+        let agent = agent_id(&request)?;
+        Ok(self.0.registry.revision(&agent).to_string().into_bytes())
+    }
+}
+
+/// `ctl`: `load <agent> <tool>` / `unload <agent> <tool>`, one per line.
+pub struct CtlFile(pub Arc<Server>);
+
+impl File for CtlFile {
+    fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(CtlHandle(self.0.clone())))
+    }
+}
+
+struct CtlHandle(Arc<Server>);
+
+#[async_trait]
+impl Handle for CtlHandle {
+    async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
+        let n = data.len() as u32;
+        let text =
+            String::from_utf8(data).map_err(|_| Error::new("ctl: command is not valid UTF-8"))?;
+        let server = self.0.clone();
+        blocking(move || {
+            for line in text.lines() {
+                let line = line.trim_end_matches('\r');
+                if line.trim().is_empty() {
+                    continue;
+                }
+                server.ctl(line)?;
+            }
+            Ok::<(), Error>(())
+        })
+        .await??;
+        Ok(n)
+    }
+}
+
+/// Parse and apply one `ctl` command.
+pub fn apply_ctl(server: &Server, line: &str) -> Result<(), Error> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (verb, agent, tool) = match words.as_slice() {
+        [verb @ ("load" | "unload"), agent, tool] => (*verb, *agent, *tool),
+        [verb @ ("load" | "unload"), ..] => {
+            return Err(Error::new(format!(
+                "usage: {verb} <agent> <tool>, got {line:?}"
+            )));
+        }
+        [other, ..] => return Err(Error::new(format!("unknown ctl command {other:?}"))),
+        [] => return Ok(()),
+    };
+    validate_agent_id(agent).map_err(|e| Error::new(e.to_string()))?;
+    validate_tool_name(tool).map_err(|e| Error::new(e.to_string()))?;
+    if verb == "load" {
+        let resolved = server
+            .catalog
+            .resolve(tool)
+            .map_err(|e| Error::new(e.to_string()))?;
+        let rev = server.registry.load(agent, resolved);
+        tracing::info!(agent, tool, rev, "tool loaded");
+    } else {
+        let rev = server
+            .registry
+            .unload(agent, tool)
+            .map_err(|e| Error::new(e.to_string()))?;
+        tracing::info!(agent, tool, rev, "tool unloaded");
+    }
+    Ok(())
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use toolsrv_vfs::tree::{dir, file};
 use toolsrv_vfs::Node;
 
-use crate::files::Generated;
+use crate::files::{Generated, WriteThenRead};
 use crate::server::Server;
 
 /// Placeholder for files whose feature lands in a later layer: opens, reads empty.
@@ -20,16 +20,23 @@ fn placeholder() -> Generated<impl Fn() -> Result<Vec<u8>, toolsrv_vfs::Error> +
 
 /// The whole tree.
 pub fn spec(server: &Arc<Server>) -> Node {
-    let _ = server;
     dir(
         "/",
         0o555,
         vec![
-            file("ctl", 0o200, placeholder()),
-            file("tools", 0o600, placeholder()),
-            file("all", 0o444, placeholder()),
-            file("info", 0o444, discovery::info_file()),
-            file("tools_rev", 0o600, placeholder()),
+            file("ctl", 0o200, discovery::CtlFile(server.clone())),
+            file(
+                "tools",
+                0o600,
+                WriteThenRead(Arc::new(discovery::ToolsRequest(server.clone()))),
+            ),
+            file("all", 0o444, discovery::AllFile(server.clone())),
+            file("info", 0o444, discovery::info_file(server)),
+            file(
+                "tools_rev",
+                0o600,
+                WriteThenRead(Arc::new(discovery::RevRequest(server.clone()))),
+            ),
             dir(
                 "bypass",
                 0o555,

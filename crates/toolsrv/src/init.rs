@@ -1,0 +1,45 @@
+//! `toolsrv init [--dir D]`: write the built-in policy and tools, never overwriting.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use crate::paths::{config_dir, expand_tilde};
+
+/// Write `<dir>/sandbox.yaml` and `<dir>/tools/*`, listing what was written.
+pub fn main(dir: Option<PathBuf>) -> ExitCode {
+    match run(dir) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("toolsrv: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir.map(|d| expand_tilde(&d)).unwrap_or_else(config_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut wrote = Vec::new();
+    if let Some(p) = toolsrv_sandbox::policy::write_default(&dir)
+        .with_context(|| format!("cannot write {}", dir.join("sandbox.yaml").display()))?
+    {
+        wrote.push(p);
+    }
+    let tools = dir.join("tools");
+    wrote.extend(
+        toolsrv_metadata::write_builtin(&tools)
+            .with_context(|| format!("cannot write the built-in tools to {}", tools.display()))?,
+    );
+    if wrote.is_empty() {
+        println!(
+            "nothing written: every file already exists in {}",
+            dir.display()
+        );
+    }
+    for p in wrote {
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}
