@@ -77,7 +77,12 @@ pub struct Catalog {
 
 impl Catalog {
     /// A catalog of the tools in `dir`, evaluating variants for `host`.
+    ///
+    /// A relative `dir` is made absolute against the current directory now,
+    /// so program paths derived from it stay valid whatever working
+    /// directory a tool later runs in.
     pub fn new(dir: PathBuf, host: Host) -> Catalog {
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
         Catalog {
             dir,
             host,
@@ -85,7 +90,7 @@ impl Catalog {
         }
     }
 
-    /// The tools directory.
+    /// The tools directory (absolute).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -219,7 +224,7 @@ impl Catalog {
             Err(MetaError::NoVariant { .. }) => {
                 tracing::debug!(tool = %files.name, "tool has no variant for {}", self.host);
             }
-            Err(e) => tracing::warn!(tool = %files.name, "skipping bad tool file: {e}"),
+            Err(e) => tracing::warn!(tool = %files.name, "bad tool file: {e}"),
             Ok(_) => {}
         }
         self.lock().insert(
@@ -257,6 +262,13 @@ mod tests {
     fn catalog_is_send_sync() {
         fn check<T: Send + Sync>() {}
         check::<Catalog>();
+    }
+
+    #[test]
+    fn relative_dir_is_made_absolute() {
+        let cat = Catalog::new(PathBuf::from("some/tools"), Host::new("linux", "amd64"));
+        assert!(cat.dir().is_absolute());
+        assert!(cat.dir().ends_with("some/tools"));
     }
 
     #[test]
