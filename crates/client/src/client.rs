@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use toolsrv_wire::{decode_stat, Body, Stat, NOFID, ORDWR, OREAD, OWRITE};
 
-use crate::conn::{Conn, Req};
+use crate::conn::{Conn, Req, REQUESTED_MSIZE};
 use crate::error::ClientError;
 use crate::file::{FidGuard, RemoteFile};
 use crate::path::{elements, walk_reqs};
@@ -69,7 +69,17 @@ impl Client {
     /// Connect to the server listening on `socket`, negotiate 9P2000 (msize
     /// 1 MiB at most) and attach, authenticating per `auth`.
     pub async fn connect(socket: &Path, auth: Auth) -> Result<Client, ClientError> {
-        let conn = Conn::connect(socket).await?;
+        Client::connect_with_msize(socket, auth, REQUESTED_MSIZE).await
+    }
+
+    /// [`Client::connect`] asking for at most `msize` (256 ..= 1 MiB) instead of
+    /// 1 MiB: smaller messages, more of them (useful for tests of splitting).
+    pub async fn connect_with_msize(
+        socket: &Path,
+        auth: Auth,
+        msize: u32,
+    ) -> Result<Client, ClientError> {
+        let conn = Conn::connect(socket, msize).await?;
         let root = conn.alloc_fid()?;
         let token = match auth {
             Auth::None => {
@@ -112,15 +122,13 @@ impl Client {
 
     /// Read the whole file at `path`.
     ///
-    /// Twalk, Topen, Tread and Tclunk leave in one socket write and the four
-    /// replies are collected afterwards: one round trip for files up to
-    /// msize − 24 bytes. If that first read fills the buffer, the file is
-    /// opened again and read on from there until a read returns 0 bytes.
-    ///
-    /// Because the Tclunk follows the Tread without waiting, use this for
-    /// files whose reads answer at once; for blocking reads (`wait`,
-    /// `bypass/pending`, `out` of a running process) use [`Client::open`] and
-    /// [`RemoteFile::read_to_end`].
+    /// Twalk, Topen and Tread leave in one socket write and their replies are
+    /// collected together: one round trip for files up to msize − 24 bytes.
+    /// If that read fills the buffer, reading goes on at increasing offsets
+    /// until a read returns 0 bytes. The Tclunk is sent when the reading is
+    /// done, without waiting for its reply. (It is not pipelined behind the
+    /// Tread: the server answers a read that cannot complete at once in its
+    /// own task, and a clunk arriving meanwhile cancels it.)
     pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, ClientError> {
         let conn = self.conn();
         let fid = conn.alloc_fid()?;
@@ -129,8 +137,10 @@ impl Client {
         let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
         reqs.push(Req::body(Body::Topen { fid, mode: OREAD }));
         reqs.push(Req::read(fid, 0, max));
-        reqs.push(Req::clunk(fid));
-        let mut pending = conn.send(reqs)?.into_iter();
+        let pending = conn.send(reqs)?;
+        // Dropped on every path out of here: clunks without waiting.
+        let _guard = FidGuard::new(conn.clone(), fid);
+        let mut pending = pending.into_iter();
         let mut first_err = None;
         for (n, p) in counts.iter().zip(pending.by_ref()) {
             keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
@@ -138,22 +148,19 @@ impl Client {
         let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
         keep_first(&mut first_err, reply::open(next()?.await?).err());
         let data = reply::read(next()?.await?);
-        // The clunk's reply also releases the fid; its result does not matter.
-        let _ = next()?.await?;
         if let Some(e) = first_err {
             return Err(e);
         }
         let mut data = data?;
         if data.len() as u32 == max {
-            let file = self.open(path, OREAD).await?;
             loop {
-                let chunk = file.read_at(data.len() as u64, max).await?;
+                let body = conn.call(Req::read(fid, data.len() as u64, max))?.await?;
+                let chunk = reply::read(body)?;
                 if chunk.is_empty() {
                     break;
                 }
                 data.extend_from_slice(&chunk);
             }
-            // The drop of `file` clunks it without waiting.
         }
         Ok(data)
     }

@@ -28,12 +28,12 @@ use toolsrv_wire::{decode, encode, Body, Frame, HEADER_LEN, NOTAG, VERSION_9P200
 use crate::alloc::{FidAllocator, TagAllocator};
 use crate::error::ClientError;
 
-/// The msize the client asks for.
+/// The msize the client asks for by default, and the most it accepts.
 pub(crate) const REQUESTED_MSIZE: u32 = 1 << 20;
 /// Room for the header of `Rread`/`Twrite` (IOHDRSZ).
 pub(crate) const IO_HEADER: u32 = 24;
 /// The smallest msize the client accepts from a server.
-const MIN_MSIZE: u32 = 256;
+pub(crate) const MIN_MSIZE: u32 = 256;
 /// Message type of `Twrite` (encoded by hand to avoid copying the data).
 const TWRITE: u8 = 118;
 
@@ -134,12 +134,21 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Connect to `socket`, negotiate `9P2000` and start the reader task.
-    pub(crate) async fn connect(socket: &std::path::Path) -> Result<Arc<Conn>, ClientError> {
+    /// Connect to `socket`, negotiate `9P2000` with at most `max_msize` and
+    /// start the reader task.
+    pub(crate) async fn connect(
+        socket: &std::path::Path,
+        max_msize: u32,
+    ) -> Result<Arc<Conn>, ClientError> {
+        if !(MIN_MSIZE..=REQUESTED_MSIZE).contains(&max_msize) {
+            return Err(ClientError::Protocol(format!(
+                "msize {max_msize} is outside {MIN_MSIZE}..={REQUESTED_MSIZE}"
+            )));
+        }
         let mut stream = UnixStream::connect(socket)
             .await
             .map_err(|e| ClientError::io(format!("cannot connect to {}", socket.display()), e))?;
-        let msize = negotiate_version(&mut stream).await?;
+        let msize = negotiate_version(&mut stream, max_msize).await?;
         let conn = Arc::new(Conn {
             stream,
             state: Mutex::new(State {
@@ -551,13 +560,13 @@ fn encode_msg(tag: u16, msg: Msg<'_>, out: &mut Vec<u8>) {
 }
 
 /// `Tversion` / `Rversion` on the bare stream, before the reader starts.
-async fn negotiate_version(stream: &mut UnixStream) -> Result<u32, ClientError> {
+async fn negotiate_version(stream: &mut UnixStream, requested: u32) -> Result<u32, ClientError> {
     let mut out = Vec::new();
     encode(
         &Frame {
             tag: NOTAG,
             body: Body::Tversion {
-                msize: REQUESTED_MSIZE,
+                msize: requested,
                 version: VERSION_9P2000.into(),
             },
         },
@@ -568,7 +577,7 @@ async fn negotiate_version(stream: &mut UnixStream) -> Result<u32, ClientError> 
     let mut size = [0u8; 4];
     stream.read_exact(&mut size).await.map_err(disconnected)?;
     let size = u32::from_le_bytes(size);
-    if (size as usize) < HEADER_LEN || size > REQUESTED_MSIZE {
+    if (size as usize) < HEADER_LEN || size > requested {
         return Err(ClientError::Protocol(format!(
             "server answered Tversion with a frame of {size} bytes"
         )));
@@ -588,9 +597,9 @@ async fn negotiate_version(stream: &mut UnixStream) -> Result<u32, ClientError> 
                     "server speaks version {version:?}, not 9P2000"
                 )));
             }
-            if !(MIN_MSIZE..=REQUESTED_MSIZE).contains(&msize) {
+            if !(MIN_MSIZE..=requested).contains(&msize) {
                 return Err(ClientError::Protocol(format!(
-                    "server chose msize {msize}, outside {MIN_MSIZE}..={REQUESTED_MSIZE}"
+                    "server chose msize {msize}, outside {MIN_MSIZE}..={requested}"
                 )));
             }
             Ok(msize)
