@@ -150,6 +150,20 @@ mod tests {
     }
 
     #[test]
+    fn block_must_close_within_the_limit() {
+        let mut text = String::from("#!/bin/sh\n# ---\n");
+        while text.len() < HEADER_LIMIT + 100 {
+            text.push_str("# description: padding padding padding\n");
+        }
+        let e =
+            extract(&text.as_bytes()[..HEADER_LIMIT], Path::new("/t/x")).expect_err("truncated");
+        assert_eq!(
+            e.to_string(),
+            format!("/t/x:2: header block is not closed within the first {HEADER_LIMIT} bytes")
+        );
+    }
+
+    #[test]
     fn unclosed_block_is_an_error() {
         let e = ex("#!/bin/sh\n# ---\n# description: x\n").expect_err("unclosed");
         assert!(

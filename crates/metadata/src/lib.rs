@@ -8,6 +8,8 @@
 //! decisions this crate makes where the spec is open are in
 //! `docs/metadata.md`.
 
+#![warn(missing_docs)]
+
 pub mod builtin;
 pub mod discover;
 pub mod error;
