@@ -1,1 +1,103 @@
-fn main() {}
+//! `toolsrv-bench`: every toolsrv benchmark in one program. Each figure is
+//! printed beside a baseline measured in the same run, as a ratio.
+//!
+//! `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]`
+
+mod args;
+mod benches;
+mod echo;
+mod machine;
+mod raw9p;
+mod report;
+mod server;
+mod stats;
+
+use std::process::ExitCode;
+
+use args::{Args, USAGE};
+use benches::{Bench, Ctx, ALL};
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("toolsrv-bench: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.help {
+        print!("{USAGE}\nbenches:\n");
+        for b in ALL {
+            println!("  {:<10} {}", b.name, b.about);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let selected = match select(&args.names) {
+        Ok(s) => s,
+        Err(name) => {
+            let known: Vec<&str> = ALL.iter().map(|b| b.name).collect();
+            eprintln!(
+                "toolsrv-bench: unknown bench {name:?}; known: {}",
+                known.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let bin = match server::locate_binary() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("toolsrv-bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("toolsrv-bench");
+    for f in machine::facts() {
+        println!("  {f}");
+    }
+    println!("  server: {}", bin.display());
+    if cfg!(debug_assertions) {
+        println!("  WARNING: this is a debug build of the bench; use --release for figures");
+    }
+    let ctx = Ctx {
+        bin,
+        iters: args.iters,
+        flavours: args.flavours,
+    };
+    let mut failed = false;
+    for b in selected {
+        if let Err(e) = (b.run)(&ctx) {
+            eprintln!("toolsrv-bench: {} failed: {e:#}", b.name);
+            failed = true;
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The benches named (all when none are), or the first unknown name.
+fn select(names: &[String]) -> Result<Vec<&'static Bench>, String> {
+    if names.is_empty() {
+        return Ok(ALL.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| ALL.iter().find(|b| b.name == n).ok_or_else(|| n.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_all_by_default_and_by_name() {
+        assert_eq!(select(&[]).expect("all").len(), ALL.len());
+        let one = select(&["rtt".to_string()]).expect("rtt");
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].name, "rtt");
+        assert_eq!(select(&["nope".to_string()]).unwrap_err(), "nope");
+    }
+}

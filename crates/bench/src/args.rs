@@ -1,0 +1,160 @@
+//! The command line: `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]`.
+
+/// Which tokio runtime flavour the client side of a bench runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// `new_current_thread` (what the `toolsrv` CLI client uses).
+    CurrentThread,
+    /// `new_multi_thread` with one worker per core.
+    MultiThread,
+}
+
+impl Flavour {
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::CurrentThread => "current_thread",
+            Flavour::MultiThread => "multi_thread",
+        }
+    }
+}
+
+/// Parsed arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// The benches to run, in order; empty means all.
+    pub names: Vec<String>,
+    /// Measured iterations per figure (after warm-up); `None` means each bench's default.
+    pub iters: Option<usize>,
+    /// The runtime flavours to run the client on.
+    pub flavours: Vec<Flavour>,
+    /// `--help` was given.
+    pub help: bool,
+}
+
+/// A command line that cannot be parsed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArgsError {
+    /// A flag that needs a value came last.
+    #[error("option {0} needs a value")]
+    MissingValue(String),
+    /// `--iters` with something other than a positive integer.
+    #[error("--iters {0:?} is not a positive whole number")]
+    BadIters(String),
+    /// `--runtime` with an unknown flavour.
+    #[error("--runtime {0:?} is not one of current, multi, both")]
+    BadRuntime(String),
+    /// A flag this program does not know.
+    #[error("unknown option {0:?} (try --help)")]
+    UnknownOption(String),
+}
+
+/// The usage text.
+pub const USAGE: &str = "\
+usage: toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]
+
+Runs the named benchmarks (default: all) against the real toolsrv binary
+(target/release/toolsrv next to this executable, or $TOOLSRV_BIN) and prints
+each figure beside a baseline measured in the same run.
+
+  --iters N      measured iterations per figure, after warm-up (default per bench)
+  --runtime R    client runtime flavour: current (default), multi, or both
+";
+
+impl Args {
+    /// Parse the arguments after the program name.
+    pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, ArgsError> {
+        let mut out = Args {
+            names: Vec::new(),
+            iters: None,
+            flavours: vec![Flavour::CurrentThread],
+            help: false,
+        };
+        let mut it = args.into_iter();
+        while let Some(a) = it.next() {
+            let (flag, inline) = match a.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+                _ => (a.clone(), None),
+            };
+            let mut value = |flag: &str| {
+                inline
+                    .clone()
+                    .or_else(|| it.next())
+                    .ok_or_else(|| ArgsError::MissingValue(flag.to_string()))
+            };
+            match flag.as_str() {
+                "-h" | "--help" => out.help = true,
+                "--iters" => {
+                    let v = value("--iters")?;
+                    match v.parse::<usize>() {
+                        Ok(n) if n > 0 => out.iters = Some(n),
+                        _ => return Err(ArgsError::BadIters(v)),
+                    }
+                }
+                "--runtime" => {
+                    let v = value("--runtime")?;
+                    out.flavours = match v.as_str() {
+                        "current" => vec![Flavour::CurrentThread],
+                        "multi" => vec![Flavour::MultiThread],
+                        "both" => vec![Flavour::CurrentThread, Flavour::MultiThread],
+                        _ => return Err(ArgsError::BadRuntime(v)),
+                    };
+                }
+                f if f.starts_with('-') => return Err(ArgsError::UnknownOption(a)),
+                _ => out.names.push(a),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Args, ArgsError> {
+        Args::parse(v.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn defaults() {
+        let a = parse(&[]).expect("parses");
+        assert!(a.names.is_empty());
+        assert_eq!(a.iters, None);
+        assert_eq!(a.flavours, [Flavour::CurrentThread]);
+        assert!(!a.help);
+    }
+
+    #[test]
+    fn names_iters_and_runtime() {
+        let a = parse(&["rtt", "--iters", "500", "other", "--runtime=both"]).expect("parses");
+        assert_eq!(a.names, ["rtt", "other"]);
+        assert_eq!(a.iters, Some(500));
+        assert_eq!(a.flavours, [Flavour::CurrentThread, Flavour::MultiThread]);
+        assert_eq!(parse(&["--iters=7"]).expect("parses").iters, Some(7));
+    }
+
+    #[test]
+    fn errors_name_the_value() {
+        assert_eq!(
+            parse(&["--iters", "0"]),
+            Err(ArgsError::BadIters("0".into()))
+        );
+        assert_eq!(
+            parse(&["--iters", "x"]).unwrap_err().to_string(),
+            "--iters \"x\" is not a positive whole number"
+        );
+        assert_eq!(
+            parse(&["--iters"]),
+            Err(ArgsError::MissingValue("--iters".into()))
+        );
+        assert_eq!(
+            parse(&["--runtime", "fast"]),
+            Err(ArgsError::BadRuntime("fast".into()))
+        );
+        assert_eq!(
+            parse(&["--bogus"]),
+            Err(ArgsError::UnknownOption("--bogus".into()))
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! `rtt`: the client library's `read_file("info")` (Twalk+Topen+Tread+Tclunk
+//! in one write) against the real server, beside a raw Unix-socket echo
+//! round trip measured in the same run and runtime. Also: the same four
+//! requests sent with the bare wire codec (no client library), and one
+//! sequential `Tstat` rpc.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use toolsrv_client::{Auth, Body, Client};
+use toolsrv_wire::DMDIR;
+
+use crate::benches::{runtime, Ctx};
+use crate::echo::EchoServer;
+use crate::raw9p::Raw9p;
+use crate::report::{baseline_line, line, Figure, Goal};
+use crate::server::{ServerProcess, SECRET};
+use crate::stats::Summary;
+
+/// Measured iterations per figure unless `--iters` says otherwise.
+pub const DEFAULT_ITERS: usize = 10_000;
+/// Unmeasured iterations per figure before measuring.
+const WARMUP: usize = 1_000;
+/// Figures are measured in interleaved blocks of this many iterations, so
+/// that load from elsewhere on the machine hits all of them alike.
+const BLOCK: usize = 100;
+/// The goal: `read_file` within this many echo round trips.
+const GOAL: Goal = Goal { max_ratio: 4.0 };
+/// The root fid of a [`Client`]: the first fid it allocates (fids count up from 0).
+const CLIENT_ROOT_FID: u32 = 0;
+
+/// Run `rtt` for each runtime flavour, against a `--no-auth` server and an authenticated one.
+pub fn run(ctx: &Ctx) -> Result<()> {
+    let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
+    for &flavour in &ctx.flavours {
+        for auth in [false, true] {
+            let srv = ServerProcess::start(&ctx.bin, auth)?;
+            let mode = if auth { "auth" } else { "--no-auth" };
+            println!(
+                "\n== rtt: server {mode} (pid {}), client runtime {}, {iters} iterations per figure after {WARMUP} warm-up, interleaved in blocks of {BLOCK}",
+                srv.pid(),
+                flavour.name()
+            );
+            let rt = runtime(flavour).context("cannot start the tokio runtime")?;
+            let figs = rt
+                .block_on(measure(&srv, auth, iters))
+                .with_context(|| format!("rtt against the {mode} server on {}", flavour.name()))?;
+            print(&figs);
+        }
+    }
+    Ok(())
+}
+
+/// The figures of one configuration.
+struct Figures {
+    echo: Figure,
+    read_info: Figure,
+    raw_read_info: Figure,
+    rpc_stat: Figure,
+}
+
+fn print(f: &Figures) {
+    println!("{}", baseline_line(&f.echo));
+    println!("{}", line(&f.read_info, &f.echo, Some(GOAL)));
+    println!("{}", line(&f.raw_read_info, &f.echo, None));
+    println!("{}", line(&f.rpc_stat, &f.echo, None));
+}
+
+async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figures> {
+    let echo_srv = EchoServer::start().context("cannot start the echo server")?;
+    let mut echo = echo_srv
+        .connect()
+        .await
+        .context("cannot connect to the echo server")?;
+    let how = if auth {
+        Auth::Secret(SECRET.into())
+    } else {
+        Auth::None
+    };
+    let client = Client::connect(srv.socket(), how)
+        .await
+        .context("the client library cannot connect")?;
+    ensure!(
+        client.token().is_some() == auth,
+        "authenticated={auth} but the client's token is {:?}",
+        client.token().map(|_| "present")
+    );
+    let mut raw = Raw9p::connect(srv.socket(), auth.then_some(SECRET)).await?;
+    check_replies(&client, &mut raw).await?;
+
+    let mut seq = 0u64;
+    for _ in 0..WARMUP {
+        echo.round_trip(seq).await?;
+        seq += 1;
+        client.read_file("info").await?;
+        raw.read_file("info").await?;
+        client
+            .rpc(Body::Tstat {
+                fid: CLIENT_ROOT_FID,
+            })
+            .await?;
+    }
+    let mut s_echo = Vec::with_capacity(iters);
+    let mut s_read = Vec::with_capacity(iters);
+    let mut s_raw = Vec::with_capacity(iters);
+    let mut s_stat = Vec::with_capacity(iters);
+    let mut done = 0;
+    while done < iters {
+        let n = BLOCK.min(iters - done);
+        for _ in 0..n {
+            let t = Instant::now();
+            echo.round_trip(seq).await?;
+            s_echo.push(t.elapsed());
+            seq += 1;
+        }
+        for _ in 0..n {
+            let t = Instant::now();
+            client.read_file("info").await?;
+            s_read.push(t.elapsed());
+        }
+        for _ in 0..n {
+            let t = Instant::now();
+            raw.read_file("info").await?;
+            s_raw.push(t.elapsed());
+        }
+        for _ in 0..n {
+            let t = Instant::now();
+            client
+                .rpc(Body::Tstat {
+                    fid: CLIENT_ROOT_FID,
+                })
+                .await?;
+            s_stat.push(t.elapsed());
+        }
+        done += n;
+    }
+    Ok(Figures {
+        echo: figure("raw-echo", &s_echo)?,
+        read_info: figure("9p-read-info", &s_read)?,
+        raw_read_info: figure("9p-read-info (bare codec)", &s_raw)?,
+        rpc_stat: figure("9p-tstat (one rpc)", &s_stat)?,
+    })
+}
+
+/// Before timing anything, check every measured operation gets the right answer.
+async fn check_replies(client: &Client, raw: &mut Raw9p) -> Result<()> {
+    let info = client.read_file("info").await?;
+    ensure!(
+        String::from_utf8_lossy(&info).contains("\"platform\""),
+        "info read by the client library is not the platform JSON: {:?}",
+        String::from_utf8_lossy(&info)
+    );
+    let raw_info = raw.read_file("info").await?;
+    ensure!(
+        raw_info == info,
+        "the bare-codec read of info differs from the library's"
+    );
+    match client
+        .rpc(Body::Tstat {
+            fid: CLIENT_ROOT_FID,
+        })
+        .await?
+    {
+        Body::Rstat { stat } if stat.mode & DMDIR != 0 => Ok(()),
+        b => bail!(
+            "Tstat of the client's root fid {CLIENT_ROOT_FID} got {b:?}, not the root directory"
+        ),
+    }
+}
+
+fn figure(name: &str, samples: &[Duration]) -> Result<Figure> {
+    let summary = Summary::of(samples).with_context(|| format!("no samples for {name}"))?;
+    Ok(Figure {
+        name: name.into(),
+        summary,
+    })
+}

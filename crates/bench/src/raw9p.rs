@@ -1,0 +1,214 @@
+//! A minimal 9P2000 connection on the project's wire codec with no client
+//! library in between: the same four pipelined requests `read_file` sends,
+//! so the bench can tell library time from server time.
+
+use std::path::Path;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+use toolsrv_wire::{decode, encode, Body, Frame, NOFID, NOTAG, OREAD};
+
+/// The msize offered.
+const MSIZE: u32 = 65536;
+/// The root fid.
+const ROOT: u32 = 0;
+/// The fid used for each file read.
+const FILE: u32 = 1;
+/// The afid used while authenticating.
+const AFID: u32 = 2;
+
+/// Why a raw session failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RawError {
+    /// Socket I/O failed.
+    #[error("raw 9P connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The server sent bytes that do not decode.
+    #[error("raw 9P connection: undecodable reply: {0}")]
+    Decode(String),
+    /// The server answered something other than what was expected.
+    #[error("raw 9P connection: {request} got {reply}")]
+    Unexpected {
+        /// The request.
+        request: &'static str,
+        /// The reply, debug-printed.
+        reply: String,
+    },
+}
+
+/// An attached raw connection.
+#[derive(Debug)]
+pub struct Raw9p {
+    r: BufReader<OwnedReadHalf>,
+    w: OwnedWriteHalf,
+    out: Vec<u8>,
+    tag: u16,
+}
+
+impl Raw9p {
+    /// Connect, negotiate 9P2000 and attach (authenticating with `secret` if given).
+    pub async fn connect(socket: &Path, secret: Option<&str>) -> Result<Raw9p, RawError> {
+        let (r, w) = UnixStream::connect(socket).await?.into_split();
+        let mut c = Raw9p {
+            r: BufReader::with_capacity(MSIZE as usize, r),
+            w,
+            out: Vec::new(),
+            tag: 0,
+        };
+        let version = Body::Tversion {
+            msize: MSIZE,
+            version: "9P2000".into(),
+        };
+        c.push(NOTAG, version);
+        c.flush().await?;
+        expect(c.recv().await?, "Tversion", |b| {
+            matches!(b, Body::Rversion { .. })
+        })?;
+        let afid = match secret {
+            None => NOFID,
+            Some(s) => {
+                c.call(
+                    "Tauth",
+                    Body::Tauth {
+                        afid: AFID,
+                        uname: "agent".into(),
+                        aname: String::new(),
+                    },
+                    |b| matches!(b, Body::Rauth { .. }),
+                )
+                .await?;
+                c.call(
+                    "Twrite secret",
+                    Body::Twrite {
+                        fid: AFID,
+                        offset: 0,
+                        data: s.as_bytes().to_vec(),
+                    },
+                    |b| matches!(b, Body::Rwrite { .. }),
+                )
+                .await?;
+                AFID
+            }
+        };
+        c.call(
+            "Tattach",
+            Body::Tattach {
+                fid: ROOT,
+                afid,
+                uname: "agent".into(),
+                aname: String::new(),
+            },
+            |b| matches!(b, Body::Rattach { .. }),
+        )
+        .await?;
+        if afid != NOFID {
+            c.call("Tclunk afid", Body::Tclunk { fid: AFID }, |b| {
+                matches!(b, Body::Rclunk)
+            })
+            .await?;
+        }
+        Ok(c)
+    }
+
+    /// Twalk+Topen+Tread+Tclunk of the one-element `name` in one write; the
+    /// four replies are then read. Returns the data read.
+    pub async fn read_file(&mut self, name: &str) -> Result<Vec<u8>, RawError> {
+        let walk = Body::Twalk {
+            fid: ROOT,
+            newfid: FILE,
+            wnames: vec![name.to_string()],
+        };
+        let t = self.next_tag();
+        self.push(t, walk);
+        let t = self.next_tag();
+        self.push(
+            t,
+            Body::Topen {
+                fid: FILE,
+                mode: OREAD,
+            },
+        );
+        let read = Body::Tread {
+            fid: FILE,
+            offset: 0,
+            count: MSIZE - 24,
+        };
+        let t = self.next_tag();
+        self.push(t, read);
+        let t = self.next_tag();
+        self.push(t, Body::Tclunk { fid: FILE });
+        self.flush().await?;
+        expect(self.recv().await?, "Twalk", |b| {
+            matches!(b, Body::Rwalk { .. })
+        })?;
+        expect(self.recv().await?, "Topen", |b| {
+            matches!(b, Body::Ropen { .. })
+        })?;
+        let data = match self.recv().await? {
+            Body::Rread { data } => data,
+            b => return Err(unexpected("Tread", &b)),
+        };
+        expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
+        Ok(data)
+    }
+
+    fn next_tag(&mut self) -> u16 {
+        self.tag = self.tag.wrapping_add(1) % NOTAG;
+        self.tag
+    }
+
+    fn push(&mut self, tag: u16, body: Body) {
+        encode(&Frame { tag, body }, &mut self.out);
+    }
+
+    async fn flush(&mut self) -> Result<(), RawError> {
+        self.w.write_all(&self.out).await?;
+        self.out.clear();
+        Ok(())
+    }
+
+    async fn call(
+        &mut self,
+        request: &'static str,
+        body: Body,
+        ok: impl Fn(&Body) -> bool,
+    ) -> Result<(), RawError> {
+        let t = self.next_tag();
+        self.push(t, body);
+        self.flush().await?;
+        expect(self.recv().await?, request, ok)
+    }
+
+    /// The next reply's body (replies arrive in request order here: every
+    /// request of this module is answered at once).
+    async fn recv(&mut self) -> Result<Body, RawError> {
+        let mut size = [0u8; 4];
+        self.r.read_exact(&mut size).await?;
+        let n = u32::from_le_bytes(size) as usize;
+        if n < 7 || n > MSIZE as usize {
+            return Err(RawError::Decode(format!("frame size {n} out of range")));
+        }
+        let mut buf = vec![0u8; n];
+        buf[..4].copy_from_slice(&size);
+        self.r.read_exact(&mut buf[4..]).await?;
+        decode(&buf)
+            .map(|f| f.body)
+            .map_err(|e| RawError::Decode(e.to_string()))
+    }
+}
+
+fn unexpected(request: &'static str, b: &Body) -> RawError {
+    RawError::Unexpected {
+        request,
+        reply: format!("{b:?}"),
+    }
+}
+
+fn expect(b: Body, request: &'static str, ok: impl Fn(&Body) -> bool) -> Result<(), RawError> {
+    if ok(&b) {
+        Ok(())
+    } else {
+        Err(unexpected(request, &b))
+    }
+}
