@@ -108,10 +108,16 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let argv = null_terminated(spec.argv);
     let envp = null_terminated(spec.envp);
     let filter = spec.confinement.and_then(Confinement::seccomp_program);
-    let fprog = filter.map(|f| libc::sock_fprog {
-        len: u16::try_from(f.len()).unwrap_or(u16::MAX),
-        filter: f.as_ptr().cast_mut(),
-    });
+    let fprog = match filter {
+        Some(f) => Some(libc::sock_fprog {
+            len: u16::try_from(f.len()).map_err(|_| SpawnError::Prepare {
+                step: "seccomp program",
+                source: io::Error::from_raw_os_error(libc::E2BIG),
+            })?,
+            filter: f.as_ptr().cast_mut(),
+        }),
+        None => None,
+    };
     let args = ChildArgs {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
