@@ -66,6 +66,8 @@ struct State {
     out_pos: usize,
     /// A flusher task owns the writing of `out`.
     flushing: bool,
+    /// A task is scheduled to write detached requests (see [`Conn::send_detached`]).
+    lazy_scheduled: bool,
     dead: bool,
 }
 
@@ -158,6 +160,7 @@ impl Conn {
                 out: Vec::new(),
                 out_pos: 0,
                 flushing: false,
+                lazy_scheduled: false,
                 dead: false,
             }),
             msize,
@@ -267,8 +270,11 @@ impl Conn {
     }
 
     /// Send one request whose reply nobody waits for (e.g. `Tclunk` from a
-    /// destructor). Never blocks; failures mean the connection is gone, which
-    /// clunks every fid anyway.
+    /// destructor). Never blocks. The frame is queued and written by a task
+    /// spawned for it, unless a request sent before that task runs takes it
+    /// along in its own write: so a background clunk usually costs no write of
+    /// its own and reaches the server together with the next request.
+    /// Failures mean the connection is gone, which clunks every fid anyway.
     pub(crate) fn send_detached(self: &Arc<Self>, req: Req<'_>) {
         let mut st = self.lock();
         if st.dead {
@@ -287,7 +293,17 @@ impl Conn {
             },
         );
         encode_msg(tag, req.msg, &mut st.out);
-        let _ = self.flush_locked(&mut st);
+        if !st.lazy_scheduled {
+            st.lazy_scheduled = true;
+            let conn = self.clone();
+            self.runtime.spawn(async move {
+                let mut st = conn.lock();
+                st.lazy_scheduled = false;
+                if !st.dead {
+                    let _ = conn.flush_locked(&mut st);
+                }
+            });
+        }
     }
 
     /// The future of `tag` was dropped: if the request is still outstanding,
