@@ -231,9 +231,11 @@ impl Conn {
             .into_iter()
             .zip(tags)
             .map(|(req, tag)| self.enqueue_locked(&mut st, tag, req))
-            .collect();
-        self.flush_locked(&mut st)?;
-        Ok(pending)
+            .collect::<Vec<_>>();
+        let flushed = self.flush_locked(&mut st);
+        // Unlock before a failure drops the futures (their Drop locks too).
+        drop(st);
+        flushed.map(|()| pending)
     }
 
     /// Send one request; the future yields its reply.
@@ -244,8 +246,10 @@ impl Conn {
         }
         let tag = st.tags.alloc().ok_or_else(no_tag)?;
         let pending = self.enqueue_locked(&mut st, tag, req);
-        self.flush_locked(&mut st)?;
-        Ok(pending)
+        let flushed = self.flush_locked(&mut st);
+        // Unlock before a failure drops the future (its Drop locks too).
+        drop(st);
+        flushed.map(|()| pending)
     }
 
     /// Register a waiter for `tag` and encode the request into the queue.
