@@ -34,6 +34,8 @@ pub struct ServeConfig {
     pub bypass_timeout: Duration,
     /// The per-process output safety limit, in bytes.
     pub max_output: u64,
+    /// Pretend the kernel supports at most this Landlock ABI (a test hook).
+    pub landlock_abi_limit: Option<i32>,
 }
 
 impl ServeConfig {
@@ -54,6 +56,7 @@ impl ServeConfig {
             gc_age: Duration::from_secs(30 * 60),
             bypass_timeout: Duration::from_secs(10 * 60),
             max_output: 8 << 20,
+            landlock_abi_limit: None,
         }
     }
 }

@@ -12,8 +12,12 @@ use toolsrv_metadata::{Catalog, Host};
 
 use crate::auth::{SecretAuth, SecretAuthPolicy};
 use crate::config::ServeConfig;
+use crate::exec::{Executor, Refused};
+use crate::procs::{ProcSpec, ProcTable};
 use crate::registry::Registry;
 use crate::socket;
+use toolsrv_protocol::{ProcState, ToolResult};
+use toolsrv_sandbox::policy::PolicyStore;
 
 /// The daemon's state: configuration, authentication, and (as later layers land)
 /// the registry, process table and bypass broker.
@@ -32,6 +36,10 @@ pub struct Server {
     pub catalog: Catalog,
     /// Loaded tools per agent.
     pub registry: Registry,
+    /// The executor: policy, validation, spawning.
+    pub executor: Executor,
+    /// Every process of this run.
+    pub procs: ProcTable,
     /// Where the built-in tools were written when the tools directory does not
     /// exist; removed when the server ends.
     _builtin_dir: Option<tempfile::TempDir>,
@@ -40,7 +48,7 @@ pub struct Server {
 impl Server {
     /// A server for `config`. Fails only if the built-in tools cannot be
     /// written out (when the tools directory does not exist).
-    pub fn new(config: ServeConfig) -> std::io::Result<Arc<Server>> {
+    pub fn new(config: ServeConfig, policy: PolicyStore) -> std::io::Result<Arc<Server>> {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
             (config.tools_dir.clone(), None)
         } else {
@@ -62,15 +70,82 @@ impl Server {
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
         Ok(Arc::new(Server {
-            config,
             auth,
             started,
             next_conn: AtomicU64::new(1),
             user: user.into(),
             catalog: Catalog::new(tools_dir, Host::current()),
             registry: Registry::new(),
+            executor: Executor::new(policy, config.landlock_abi_limit)?,
+            procs: ProcTable::new(config.max_output),
             _builtin_dir: builtin_dir,
+            config,
         }))
+    }
+
+    /// The token requests must carry (`None` under `--no-auth`). Before any client
+    /// authenticated there is none, and nothing can be sent either.
+    pub fn token_required(&self) -> Option<String> {
+        self.auth.as_ref().map(|a| a.token().unwrap_or_default())
+    }
+
+    /// Run a synchronous request (`proc/new`) to its end; `cancel` (the fid's clunk)
+    /// kills it.
+    pub async fn call(self: &Arc<Self>, payload: &[u8], cancel: CancellationToken) -> ToolResult {
+        let prep = match self.executor.prepare(self, payload) {
+            Ok(p) => p,
+            Err(Refused(text)) => return ToolResult::error(text),
+        };
+        if prep.payload.bypass {
+            return ToolResult::error("bypass requests are not supported yet");
+        }
+        let proc = self
+            .procs
+            .create(spec_of(&prep, false), ProcState::Running, Some(&cancel));
+        self.executor.run(&proc, &prep).await;
+        let st = proc.stat();
+        crate::exec::result::build(
+            st.state,
+            st.exit_code.unwrap_or(-1),
+            &proc.output.snapshot(),
+            prep.output_mode(),
+            prep.timeout,
+        )
+    }
+
+    /// Start a background request (`proc/new.bg`); returns its pid at once.
+    pub fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
+        let prep = self.executor.prepare(self, payload)?;
+        if prep.payload.bypass {
+            return Err(Refused("bypass requests are not supported yet".into()));
+        }
+        let proc = self
+            .procs
+            .create(spec_of(&prep, true), ProcState::Running, None);
+        let pid = proc.pid;
+        let server = self.clone();
+        tokio::spawn(async move {
+            server.executor.run(&proc, &prep).await;
+        });
+        Ok(pid)
+    }
+
+    /// Dismiss finished processes older than `--gc-age`, periodically.
+    pub async fn collect_garbage(self: Arc<Self>, shutdown: CancellationToken) {
+        let period = (self.config.gc_age / 4).clamp(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(30),
+        );
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
+            }
+            let n = self.procs.collect_garbage(self.config.gc_age);
+            if n > 0 {
+                tracing::debug!(dismissed = n, "finished processes dismissed");
+            }
+        }
     }
 
     /// Apply one `ctl` command (`load`/`unload`).
@@ -93,6 +168,7 @@ impl Server {
     /// Accept connections until `shutdown` fires; each is served concurrently.
     pub async fn run(self: Arc<Self>, listener: UnixListener, shutdown: CancellationToken) {
         let root: Node = crate::namespace::spec(&self);
+        tokio::spawn(self.clone().collect_garbage(shutdown.clone()));
         let auth = self.auth_policy();
         // Safety: getuid has no preconditions and cannot fail.
         let my_uid = unsafe { libc::getuid() };
@@ -128,5 +204,18 @@ impl Server {
                 tracing::debug!(conn = id, "connection closed");
             });
         }
+    }
+}
+
+/// The fixed facts of a process for a prepared request.
+fn spec_of(prep: &crate::exec::Prepared, background: bool) -> ProcSpec {
+    ProcSpec {
+        tool: prep.tool.name.clone(),
+        agent: prep.payload.agent.clone(),
+        session: prep.payload.session.clone(),
+        background,
+        command: prep.display.clone(),
+        cwd: prep.cwd.clone(),
+        sandboxed: prep.confinement.is_some(),
     }
 }

@@ -86,6 +86,33 @@ pub struct ServeArgs {
     pub max_output: u64,
 }
 
+/// How a tool is run by `call` and `bg`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The agent ID the call runs for (the tool is loaded for it if it is not yet).
+    #[arg(long, default_value = "cli")]
+    pub agent: String,
+    /// A session ID (for completion messages of background runs).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// The working directory (relative paths resolve against the server's --cwd).
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Ask a human observer to approve an unsandboxed run.
+    #[arg(long)]
+    pub bypass: bool,
+    /// Override the tool's timeout (Go duration, or seconds).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// A sandbox profile (`sandbox/<name>.yaml` beside the policy).
+    #[arg(long)]
+    pub sandbox: Option<String>,
+    /// The tool name.
+    pub tool: String,
+    /// Arguments as key=value (values may contain anything, including `=`).
+    pub args: Vec<String>,
+}
+
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -126,6 +153,46 @@ pub enum Command {
         /// Tool names.
         #[arg(required = true)]
         tools: Vec<String>,
+    },
+    /// Run a tool and print its result (exit 1 when it is an error). Ctrl-C cancels it.
+    Call(CallArgs),
+    /// Start a tool in the background and print its pid.
+    Bg(CallArgs),
+    /// List processes (all, or one agent's).
+    Ps {
+        /// Only this agent's processes.
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Show a process's state.
+    Stat {
+        /// The toolsrv pid.
+        pid: u64,
+    },
+    /// Print a process's output (`-f`: follow until it ends).
+    Out {
+        /// Keep printing new output until the process ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// The toolsrv pid.
+        pid: u64,
+    },
+    /// Wait for a process to end and print its exit code.
+    Wait {
+        /// The toolsrv pid.
+        pid: u64,
+    },
+    /// Signal a process's group (default KILL).
+    Kill {
+        /// The toolsrv pid.
+        pid: u64,
+        /// A signal number or name (`TERM`, `SIGINT`, `9`).
+        signal: Option<String>,
+    },
+    /// Remove a finished process.
+    Dismiss {
+        /// The toolsrv pid.
+        pid: u64,
     },
     /// List a directory of the namespace (default: the root).
     Ls {

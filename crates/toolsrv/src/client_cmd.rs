@@ -68,6 +68,20 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
         }
         Command::Load { agent, tools } => ctl(&client, "load", &agent, &tools).await?,
         Command::Unload { agent, tools } => ctl(&client, "unload", &agent, &tools).await?,
+        Command::Call(a) => return crate::proc_cmd::call(&client, global, &a).await,
+        Command::Bg(a) => return crate::proc_cmd::bg(&client, &a).await,
+        Command::Ps { agent } => crate::proc_cmd::ps(&client, global, agent.as_deref()).await?,
+        Command::Stat { pid } => crate::proc_cmd::stat(&client, pid).await?,
+        Command::Out { pid, follow } => crate::proc_cmd::out(&client, pid, follow).await?,
+        Command::Wait { pid } => return crate::proc_cmd::wait(&client, pid).await,
+        Command::Kill { pid, signal } => {
+            let cmd = match signal {
+                Some(s) => format!("signal {s}"),
+                None => "kill".into(),
+            };
+            crate::proc_cmd::ctl(&client, pid, &cmd).await?
+        }
+        Command::Dismiss { pid } => crate::proc_cmd::ctl(&client, pid, "dismiss").await?,
         Command::Info => {
             let data = client.read_file("info").await?;
             print_json(global, &data, |v| {

@@ -4,12 +4,14 @@
 //! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
 //! - [`client_cmd`]: the client subcommands, over the client library.
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
+//! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod cli;
 mod client_cmd;
 mod init;
 mod paths;
+mod proc_cmd;
 mod serve;
 
 use std::process::ExitCode;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use tokio_util::sync::CancellationToken;
+use toolsrv_sandbox::policy::PolicyStore;
 use toolsrv_server::{socket, ServeConfig, Server};
 
 use crate::cli::ServeArgs;
@@ -106,6 +107,7 @@ fn init_logging(c: &ServeConfig) -> Result<()> {
 }
 
 async fn run(config: ServeConfig) -> Result<()> {
+    let policy = PolicyStore::open(&config.sandbox)?;
     let listener = socket::bind(&config.listen)?;
     let listen = config.listen.clone();
     tracing::info!(
@@ -122,7 +124,7 @@ async fn run(config: ServeConfig) -> Result<()> {
             "authentication is off (--no-auth): any local client of this uid can run tools"
         );
     }
-    let server = Server::new(config).context("cannot set up the built-in tools")?;
+    let server = Server::new(config, policy).context("cannot start the server")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
     server.run(listener, shutdown).await;

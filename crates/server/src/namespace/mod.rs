@@ -2,12 +2,14 @@
 //! from the server's state, as the architecture's `BuildTree(Spec(server))`.
 //!
 //! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `tools_rev`.
+//! - [`procfs`]: `proc/list`, `proc/new`, `proc/new.bg`, `proc/{pid}/`.
 
 pub mod discovery;
+pub mod procfs;
 
 use std::sync::Arc;
 
-use toolsrv_vfs::tree::{dir, file};
+use toolsrv_vfs::tree::{dir, dir_with, file};
 use toolsrv_vfs::Node;
 
 use crate::files::{Generated, WriteThenRead};
@@ -45,14 +47,35 @@ pub fn spec(server: &Arc<Server>) -> Node {
                     file("resolve", 0o200, placeholder()),
                 ],
             ),
-            dir(
+            dir_with(
                 "proc",
                 0o555,
-                vec![
-                    file("list", 0o600, placeholder()),
-                    file("new", 0o600, placeholder()),
-                    file("new.bg", 0o600, placeholder()),
-                ],
+                Arc::new(procfs::ProcDir::new(
+                    server.clone(),
+                    vec![
+                        file(
+                            "list",
+                            0o600,
+                            WriteThenRead(Arc::new(procfs::ListRequest(server.clone()))),
+                        ),
+                        file(
+                            "new",
+                            0o600,
+                            WriteThenRead(Arc::new(procfs::NewRequest {
+                                server: server.clone(),
+                                background: false,
+                            })),
+                        ),
+                        file(
+                            "new.bg",
+                            0o600,
+                            WriteThenRead(Arc::new(procfs::NewRequest {
+                                server: server.clone(),
+                                background: true,
+                            })),
+                        ),
+                    ],
+                )),
             ),
         ],
     )

@@ -1,0 +1,97 @@
+//! The tool executor (architecture, `exec.ExecuteTool`):
+//!
+//! 1. resolve the tool and its command ([`prepare`]),
+//! 2. take the dispatch fields (`bypass`, `timeout`, `sandbox`) out of the arguments
+//!    (the payload parser does that),
+//! 3. resolve working directory and environment ([`env`]),
+//! 4. validate and route: sandboxed (Landlock from the policy), `--yolo`, or bypass,
+//! 5. spawn, capture output under the safety limit, enforce timeout and cancellation
+//!    ([`run`], on the [`spawner`] thread),
+//! 6. return a structured ToolResult ([`result`]).
+
+pub mod env;
+pub mod prepare;
+pub mod result;
+pub mod run;
+pub mod spawner;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use toolsrv_sandbox::confine::Confinement;
+use toolsrv_sandbox::policy::{Policy, PolicyStore};
+use toolsrv_sandbox::rules::ResolvedRules;
+use toolsrv_sandbox::validate::{RateLimiter, Validator};
+
+pub use prepare::{Prepared, Refused};
+use spawner::Spawner;
+
+/// How many prepared confinements are kept for reuse.
+const CONFINEMENT_CACHE: usize = 16;
+
+/// The executor's long-lived state.
+pub struct Executor {
+    /// The sandbox policy (re-read when it changes) and its profiles.
+    pub policy: PolicyStore,
+    /// Per-agent rate limiting of validation refusals.
+    pub rate: RateLimiter,
+    /// toolsrv's own environment, read once at startup.
+    pub own_env: HashMap<String, String>,
+    /// Pretend the kernel supports at most this Landlock ABI (test hook).
+    pub abi_limit: Option<i32>,
+    spawner: Spawner,
+    validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
+    confinements: Mutex<Vec<(ResolvedRules, Arc<Confinement>)>>,
+}
+
+impl Executor {
+    /// An executor using `policy`.
+    pub fn new(policy: PolicyStore, abi_limit: Option<i32>) -> std::io::Result<Executor> {
+        Ok(Executor {
+            policy,
+            rate: RateLimiter::new(),
+            own_env: std::env::vars().collect(),
+            abi_limit,
+            spawner: Spawner::start()?,
+            validators: Mutex::new(Vec::new()),
+            confinements: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The validator for `policy` (built-in rules plus its `validation.deny`), cached.
+    fn validator(&self, policy: &Arc<Policy>) -> Result<Arc<Validator>, Refused> {
+        let mut cache = self.validators.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, v)) = cache.iter().find(|(p, _)| Arc::ptr_eq(p, policy)) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(Validator::new(&policy.validation.deny)?);
+        if cache.len() >= 4 {
+            cache.remove(0);
+        }
+        cache.push((policy.clone(), v.clone()));
+        Ok(v)
+    }
+
+    /// The prepared Landlock/seccomp confinement for `rules`, cached.
+    fn confinement(&self, rules: &ResolvedRules) -> Result<Arc<Confinement>, Refused> {
+        {
+            let cache = self.confinements.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, c)) = cache.iter().find(|(r, _)| r == rules) {
+                return Ok(c.clone());
+            }
+        }
+        let c = Arc::new(
+            Confinement::prepare_with_abi_limit(rules, self.abi_limit)
+                .map_err(|e| Refused(format!("sandbox: {e}")))?,
+        );
+        for note in c.unenforced() {
+            tracing::warn!(what = %note, "sandbox rule not enforced by this kernel (best effort)");
+        }
+        let mut cache = self.confinements.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CONFINEMENT_CACHE {
+            cache.remove(0);
+        }
+        cache.push((rules.clone(), c.clone()));
+        Ok(c)
+    }
+}

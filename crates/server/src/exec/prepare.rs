@@ -1,0 +1,177 @@
+//! Steps 1–4 of `exec.ExecuteTool`: from a payload to everything needed to spawn,
+//! or a refusal whose text becomes the error result.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toolsrv_metadata::{OutputMode, Tool, ToolKind};
+use toolsrv_protocol::{convert_args, parse_payload, Payload};
+use toolsrv_sandbox::confine::Confinement;
+use toolsrv_sandbox::policy::PathContext;
+
+use super::env::{compose, EnvParts};
+use super::Executor;
+use crate::server::Server;
+
+/// A request refused before anything ran; the text is the error result's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused(pub String);
+
+impl<E: std::fmt::Display> From<E> for Refused {
+    fn from(e: E) -> Refused {
+        Refused(e.to_string())
+    }
+}
+
+/// A request ready to run.
+pub struct Prepared {
+    /// The parsed payload.
+    pub payload: Payload,
+    /// The loaded tool.
+    pub tool: Arc<Tool>,
+    /// The program (absolute).
+    pub program: PathBuf,
+    /// argv, `argv[0]` first.
+    pub argv: Vec<String>,
+    /// The command line, for display and validation.
+    pub display: String,
+    /// The complete environment.
+    pub env: BTreeMap<String, String>,
+    /// The working directory (absolute, exists).
+    pub cwd: PathBuf,
+    /// The timeout.
+    pub timeout: Duration,
+    /// The confinement (`None` under `--yolo`).
+    pub confinement: Option<Arc<Confinement>>,
+}
+
+impl Prepared {
+    /// How the output is returned.
+    pub fn output_mode(&self) -> OutputMode {
+        self.tool.output
+    }
+
+    /// The C strings for the spawn.
+    pub fn c_strings(&self) -> Result<(CString, Vec<CString>, Vec<CString>, CString), Refused> {
+        let nul = |what: &str| Refused(format!("{what} contains a NUL byte"));
+        let program = CString::new(self.program.as_os_str().as_encoded_bytes())
+            .map_err(|_| nul("the program path"))?;
+        let argv = self
+            .argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()).map_err(|_| nul("an argument")))
+            .collect::<Result<_, _>>()?;
+        let envp = self
+            .env
+            .iter()
+            .map(|(k, v)| {
+                CString::new(format!("{k}={v}")).map_err(|_| nul("an environment variable"))
+            })
+            .collect::<Result<_, _>>()?;
+        let cwd = CString::new(self.cwd.as_os_str().as_encoded_bytes())
+            .map_err(|_| nul("the working directory"))?;
+        Ok((program, argv, envp, cwd))
+    }
+}
+
+/// Resolve the request's working directory against `--cwd`; it must exist.
+fn resolve_cwd(base: &Path, requested: Option<&str>) -> Result<PathBuf, Refused> {
+    let p = match requested {
+        None => return Ok(base.to_path_buf()),
+        Some(r) => base.join(r),
+    };
+    match std::fs::canonicalize(&p) {
+        Ok(c) if c.is_dir() => Ok(c),
+        Ok(_) => Err(Refused(format!(
+            "working directory {:?} is not a directory",
+            requested.unwrap_or_default()
+        ))),
+        Err(_) => Err(Refused(format!(
+            "working directory {:?} does not exist",
+            requested.unwrap_or_default()
+        ))),
+    }
+}
+
+/// The files a tool runs (for `advanced.add_exec`/`ldd`).
+fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
+    let mut v = vec![program.to_path_buf()];
+    if let ToolKind::Interpreted { script, .. } = &tool.kind {
+        v.push(script.clone());
+    }
+    v
+}
+
+impl Executor {
+    /// Parse, authorize, resolve and validate a payload.
+    pub fn prepare(&self, server: &Server, bytes: &[u8]) -> Result<Prepared, Refused> {
+        let payload = parse_payload(bytes)?;
+        if let Some(token) = server.token_required() {
+            if !payload.token_matches(&token) {
+                return Err(Refused("invalid token".into()));
+            }
+        }
+        let agent = payload.agent.as_str();
+        self.rate.check(agent, Instant::now())?;
+        let tool = server
+            .registry
+            .lookup(agent, &payload.tool)
+            .ok_or_else(|| {
+                Refused(format!(
+                    "tool {:?} is not loaded for agent {agent:?}",
+                    payload.tool
+                ))
+            })?;
+        let args = convert_args(&payload.args, &tool.input_schema)?;
+        let inv = tool.invocation(&args)?;
+        let cwd = resolve_cwd(&server.config.cwd, payload.cwd.as_deref())?;
+        let policy = match payload.sandbox.as_deref() {
+            None | Some("default") => self.policy.current(),
+            Some(name) => self.policy.profile(name)?,
+        };
+        let strings: Vec<&str> = args.values().filter_map(|v| v.as_str()).collect();
+        if let Err(refusal) = self.validator(&policy)?.check(&inv.display, &strings) {
+            self.rate.record_refusal(agent, Instant::now());
+            tracing::warn!(agent, tool = %payload.tool, rule = %refusal.rule, "command refused by validation");
+            return Err(refusal.into());
+        }
+        let ctx = PathContext {
+            cwd: cwd.clone(),
+            env: self.own_env.clone(),
+        };
+        let tmpdir = ctx.private_tmpdir();
+        let confinement = if server.config.yolo || payload.bypass {
+            None
+        } else {
+            let rules = policy.resolve(&ctx, &exec_paths(&tool, &inv.program));
+            Some(self.confinement(&rules)?)
+        };
+        let env = compose(EnvParts {
+            passthrough: policy.env_passthrough(&self.own_env),
+            agent,
+            session: payload.session.as_deref(),
+            cwd: &cwd,
+            tmpdir: tmpdir.as_deref(),
+            tool: &inv.env,
+            request: &payload.env,
+        });
+        let timeout = payload
+            .timeout
+            .or(tool.timeout)
+            .unwrap_or(server.config.default_timeout);
+        Ok(Prepared {
+            program: inv.program,
+            argv: inv.argv,
+            display: inv.display,
+            env,
+            cwd,
+            timeout,
+            confinement,
+            tool,
+            payload,
+        })
+    }
+}

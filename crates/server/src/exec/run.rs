@@ -1,0 +1,176 @@
+//! Step 5: spawn the tool, capture its output, enforce timeout and cancellation,
+//! reap it, and record how it ended.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::AsyncReadExt;
+use toolsrv_protocol::ProcState;
+use toolsrv_sandbox::spawn::{Child, ExitStatus};
+
+use super::spawner::Job;
+use super::{Executor, Prepared};
+use crate::procs::Proc;
+
+/// How long a tool gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// After the tool exits, how long descendants holding its output pipe may keep it open.
+const DRAIN_GRACE: Duration = Duration::from_millis(100);
+
+/// A pipe with both ends close-on-exec; the read end non-blocking.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // Safety: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Safety: both descriptors were just created and are owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Safety: fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    Ok((r, w))
+}
+
+/// Wait until the child has exited (without reaping it: its pid, and so its
+/// process group id, cannot be reused while we still signal the group).
+async fn exited(pidfd: &AsyncFd<OwnedFd>) {
+    if let Ok(mut g) = pidfd.readable().await {
+        // The pidfd stays readable once the process exited.
+        g.retain_ready();
+    }
+}
+
+/// Why the wait ended.
+enum End {
+    Exited,
+    Stopped,
+    TimedOut,
+}
+
+impl Executor {
+    /// Run a prepared request as `proc` to its end. Records the final state.
+    pub async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
+        let (state, code) = match self.run_inner(proc, prep).await {
+            Ok(r) => r,
+            Err(msg) => {
+                proc.output.push(msg.as_bytes());
+                (ProcState::Failed, 127)
+            }
+        };
+        proc.finish(state, code);
+        tracing::info!(
+            pid = proc.pid,
+            agent = %proc.spec.agent,
+            tool = %proc.spec.tool,
+            state = %state,
+            exit_code = code,
+            "process ended"
+        );
+    }
+
+    async fn run_inner(
+        &self,
+        proc: &Arc<Proc>,
+        prep: &Prepared,
+    ) -> Result<(ProcState, i32), String> {
+        let (program, argv, envp, cwd) = prep.c_strings().map_err(|r| r.0)?;
+        let (rd, wr) = pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
+        let job = Job {
+            program,
+            argv,
+            envp,
+            cwd,
+            output: wr,
+            confinement: prep.confinement.clone(),
+        };
+        let mut child = self.spawner.spawn(job).await?;
+        proc.set_os_pid(Some(child.pid()));
+        tracing::debug!(pid = proc.pid, os_pid = child.pid(), tool = %proc.spec.tool, "process started");
+        let pidfd = child
+            .pidfd()
+            .try_clone_to_owned()
+            .and_then(|fd| {
+                // Safety: the AsyncFd takes ownership of this OwnedFd, so the
+                // descriptor stays open and unchanged for the AsyncFd's lifetime.
+                unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+                    .map_err(std::io::Error::from)
+            })
+            .map_err(|e| self.abandon(&mut child, format!("cannot watch the process: {e}")))?;
+        let reader = {
+            let proc = proc.clone();
+            tokio::spawn(async move { pump(rd, &proc).await })
+        };
+
+        let end = tokio::select! {
+            _ = exited(&pidfd) => End::Exited,
+            _ = proc.stop.cancelled() => End::Stopped,
+            _ = tokio::time::sleep(prep.timeout) => End::TimedOut,
+        };
+        if !matches!(end, End::Exited) {
+            let _ = child.signal_group(libc::SIGTERM);
+            if tokio::time::timeout(KILL_GRACE, exited(&pidfd))
+                .await
+                .is_err()
+            {
+                let _ = child.signal_group(libc::SIGKILL);
+                exited(&pidfd).await;
+            }
+        }
+        // The tool has exited (not yet reaped). Give descendants that still hold
+        // the output pipe a moment, then kill whatever is left of the group.
+        let mut reader = reader;
+        if tokio::time::timeout(DRAIN_GRACE, &mut reader)
+            .await
+            .is_err()
+        {
+            let _ = child.signal_group(libc::SIGKILL);
+            if tokio::time::timeout(Duration::from_secs(1), &mut reader)
+                .await
+                .is_err()
+            {
+                reader.abort();
+            }
+        } else {
+            let _ = child.signal_group(libc::SIGKILL);
+        }
+        let status = child
+            .try_wait()
+            .ok()
+            .flatten()
+            .or_else(|| child.wait().ok());
+        proc.set_os_pid(None);
+        let status = status.ok_or("cannot reap the process")?;
+        Ok(match (end, status) {
+            (End::TimedOut, s) => (ProcState::Timeout, s.code()),
+            (End::Stopped, s) => (ProcState::Cancelled, s.code()),
+            (End::Exited, ExitStatus::Code(c)) => (ProcState::Exited, c),
+            (End::Exited, s @ ExitStatus::Signal(_)) => (ProcState::Killed, s.code()),
+        })
+    }
+
+    /// Kill and reap a child we cannot watch; returns `msg`.
+    fn abandon(&self, child: &mut Child, msg: String) -> String {
+        let _ = child.signal_group(libc::SIGKILL);
+        let _ = child.wait();
+        msg
+    }
+}
+
+/// Copy the pipe into the process's output until EOF.
+async fn pump(rd: OwnedFd, proc: &Proc) {
+    let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(rd) else {
+        return;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match rx.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => proc.output.push(&buf[..n]),
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! `proc/`: `list`, `new`, `new.bg`, and the generated `{pid}/` directories.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use toolsrv_vfs::tree::GENERATED_QID_BASE;
+use toolsrv_vfs::{ConnInfo, Dir, Error, File, Handle, Node, NodeKind, OpenMode};
+
+use crate::files::{slice_at, Generated, Request};
+use crate::procs::output::Cursor;
+use crate::procs::Proc;
+use crate::server::Server;
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(v).map_err(|e| Error::new(format!("internal error: {e}")))
+}
+
+/// `proc/list`: all processes, or one agent's (write its ID first).
+pub struct ListRequest(pub Arc<Server>);
+
+#[async_trait]
+impl Request for ListRequest {
+    async fn evaluate(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        _conn: ConnInfo,
+        _cancel: CancellationToken,
+    ) -> Result<Vec<u8>, Error> {
+        let text = String::from_utf8(request).map_err(|_| Error::new("invalid agent ID"))?;
+        let agent = text.trim_end_matches(['\n', '\r']);
+        let filter = if agent.is_empty() {
+            None
+        } else {
+            toolsrv_protocol::validate_agent_id(agent).map_err(|e| Error::new(e.to_string()))?;
+            Some(agent)
+        };
+        let stats: Vec<_> = self.0.procs.list(filter).iter().map(|p| p.stat()).collect();
+        to_json(&stats)
+    }
+
+    fn evaluate_unwritten(&self) -> bool {
+        true
+    }
+}
+
+/// `proc/new` (blocking ToolResult) and `proc/new.bg` (pid).
+pub struct NewRequest {
+    /// The server.
+    pub server: Arc<Server>,
+    /// `new.bg`.
+    pub background: bool,
+}
+
+#[async_trait]
+impl Request for NewRequest {
+    async fn evaluate(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        _conn: ConnInfo,
+        cancel: CancellationToken,
+    ) -> Result<Vec<u8>, Error> {
+        if self.background {
+            let pid = self
+                .server
+                .start_background(&request)
+                .map_err(|r| Error::new(r.0))?;
+            Ok(pid.to_string().into_bytes())
+        } else {
+            let result = self.server.call(&request, cancel).await;
+            to_json(&result)
+        }
+    }
+
+    fn unwritten(&self) -> Result<(), Error> {
+        Err(Error::new("write a request payload first"))
+    }
+}
+
+/// `proc/`: fixed files plus one directory per process.
+pub struct ProcDir {
+    server: Arc<Server>,
+    fixed: Vec<Node>,
+}
+
+impl ProcDir {
+    /// The directory with its fixed files.
+    pub fn new(server: Arc<Server>, fixed: Vec<Node>) -> ProcDir {
+        ProcDir { server, fixed }
+    }
+
+    fn pid_dir(&self, p: &Arc<Proc>) -> Node {
+        let base = GENERATED_QID_BASE + p.pid * 8;
+        let f = |name: &str, k: u64, perm: u32, file: Arc<dyn File>| Node {
+            name: name.into(),
+            qid_path: base + k,
+            perm,
+            kind: NodeKind::File(file),
+        };
+        let children = vec![
+            f("out", 1, 0o444, Arc::new(OutFile(p.clone()))),
+            f("wait", 2, 0o444, Arc::new(WaitFile(p.clone()))),
+            f("stat", 3, 0o444, Arc::new(StatFile(p.clone()))),
+            f(
+                "ctl",
+                4,
+                0o200,
+                Arc::new(CtlFile {
+                    server: self.server.clone(),
+                    proc: p.clone(),
+                }),
+            ),
+        ];
+        Node {
+            name: p.pid.to_string().into(),
+            qid_path: base,
+            perm: 0o555,
+            kind: NodeKind::Dir(Arc::new(toolsrv_vfs::tree::StaticDir::new(children))),
+        }
+    }
+}
+
+impl Dir for ProcDir {
+    fn lookup(&self, name: &str) -> Option<Node> {
+        if let Some(n) = self.fixed.iter().find(|n| &*n.name == name) {
+            return Some(n.clone());
+        }
+        // Only canonical decimal names walk: "03" is not pid 3.
+        let pid: u64 = name.parse().ok().filter(|p: &u64| p.to_string() == name)?;
+        self.server.procs.get(pid).map(|p| self.pid_dir(&p))
+    }
+
+    fn children(&self) -> Vec<Node> {
+        let mut v = self.fixed.clone();
+        v.extend(self.server.procs.list(None).iter().map(|p| self.pid_dir(p)));
+        v
+    }
+}
+
+/// `proc/{pid}/out`: the output, followed live.
+struct OutFile(Arc<Proc>);
+
+impl File for OutFile {
+    fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(OutHandle {
+            proc: self.0.clone(),
+            cursor: tokio::sync::Mutex::new(Cursor::default()),
+        }))
+    }
+}
+
+struct OutHandle {
+    proc: Arc<Proc>,
+    cursor: tokio::sync::Mutex<Cursor>,
+}
+
+#[async_trait]
+impl Handle for OutHandle {
+    async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
+        let mut c = self.cursor.lock().await;
+        Ok(self.proc.output.read(&mut c, offset, count).await)
+    }
+}
+
+/// `proc/{pid}/wait`: blocks until the end, then the exit code and a newline.
+struct WaitFile(Arc<Proc>);
+
+impl File for WaitFile {
+    fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(WaitHandle(self.0.clone())))
+    }
+}
+
+struct WaitHandle(Arc<Proc>);
+
+#[async_trait]
+impl Handle for WaitHandle {
+    async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
+        let code = self.0.wait().await;
+        Ok(slice_at(format!("{code}\n").as_bytes(), offset, count))
+    }
+}
+
+/// `proc/{pid}/stat`: ProcStat JSON as of the open.
+struct StatFile(Arc<Proc>);
+
+impl File for StatFile {
+    fn open(&self, m: OpenMode, c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        let p = self.0.clone();
+        Generated(move || to_json(&p.stat())).open(m, c)
+    }
+}
+
+/// `proc/{pid}/ctl`: `signal N|NAME`, `kill`, `dismiss`.
+struct CtlFile {
+    server: Arc<Server>,
+    proc: Arc<Proc>,
+}
+
+impl File for CtlFile {
+    fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(CtlHandle {
+            server: self.server.clone(),
+            proc: self.proc.clone(),
+        }))
+    }
+}
+
+struct CtlHandle {
+    server: Arc<Server>,
+    proc: Arc<Proc>,
+}
+
+#[async_trait]
+impl Handle for CtlHandle {
+    async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
+        let n = data.len() as u32;
+        let text =
+            String::from_utf8(data).map_err(|_| Error::new("ctl: command is not valid UTF-8"))?;
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            self.apply(line)?;
+        }
+        Ok(n)
+    }
+}
+
+impl CtlHandle {
+    fn apply(&self, line: &str) -> Result<(), Error> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["signal", sig] => {
+                let n = signal_number(sig)
+                    .ok_or_else(|| Error::new(format!("unknown signal {sig:?}")))?;
+                self.proc.signal(n).map_err(Error::new)
+            }
+            ["kill"] => self.proc.signal(libc::SIGKILL).map_err(Error::new),
+            ["dismiss"] => self.server.procs.dismiss(self.proc.pid).map_err(Error::new),
+            _ => Err(Error::new(format!(
+                "unknown process command {line:?}: want signal <N|NAME>, kill or dismiss"
+            ))),
+        }
+    }
+}
+
+/// A signal by number (`15`), name (`TERM`) or full name (`SIGTERM`).
+pub fn signal_number(s: &str) -> Option<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        return (1..=64).contains(&n).then_some(n);
+    }
+    let name = s.strip_prefix("SIG").unwrap_or(s).to_ascii_uppercase();
+    Some(match name.as_str() {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "KILL" => libc::SIGKILL,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "PIPE" => libc::SIGPIPE,
+        "ALRM" => libc::SIGALRM,
+        "TERM" => libc::SIGTERM,
+        "CONT" => libc::SIGCONT,
+        "STOP" => libc::SIGSTOP,
+        "TSTP" => libc::SIGTSTP,
+        "WINCH" => libc::SIGWINCH,
+        _ => return None,
+    })
+}

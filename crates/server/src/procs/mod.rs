@@ -1,0 +1,265 @@
+//! Process state (architecture, "Process lifecycle"): one table of [`Proc`]s,
+//! synchronous and background alike, numbered 1, 2, 3, … per server run.
+//!
+//! - [`output`]: the bounded, followable output of a process.
+
+pub mod output;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use toolsrv_protocol::{format_rfc3339_millis, ProcStat, ProcState};
+
+use output::Output;
+
+/// What is fixed when a process is created.
+#[derive(Debug, Clone)]
+pub struct ProcSpec {
+    /// The tool name.
+    pub tool: String,
+    /// The requesting agent.
+    pub agent: String,
+    /// The session, if the request named one.
+    pub session: Option<String>,
+    /// Started through `proc/new.bg`.
+    pub background: bool,
+    /// The command line, for display.
+    pub command: String,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Whether Landlock confines it.
+    pub sandboxed: bool,
+}
+
+struct Mutable {
+    state: ProcState,
+    exit_code: Option<i32>,
+    ended: Option<(SystemTime, Instant)>,
+    /// The OS pid (= process group id) while the tool runs.
+    os_pid: Option<i32>,
+}
+
+/// One process: a tool run, from request to dismissal.
+pub struct Proc {
+    /// toolsrv's pid (never an OS pid).
+    pub pid: u64,
+    /// Fixed facts.
+    pub spec: ProcSpec,
+    sandboxed: AtomicBool,
+    started: SystemTime,
+    started_at: Instant,
+    m: Mutex<Mutable>,
+    /// The tool's output.
+    pub output: Output,
+    /// Fires to stop the process (cancel, timeout, shutdown): the executor kills the group.
+    pub stop: CancellationToken,
+    /// Becomes true once the process has ended (state final).
+    ended: watch::Sender<bool>,
+}
+
+impl Proc {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Mutable> {
+        self.m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current state.
+    pub fn state(&self) -> ProcState {
+        self.lock().state
+    }
+
+    /// Set a non-final state (`running` after approval, for example).
+    pub fn set_state(&self, state: ProcState) {
+        self.lock().state = state;
+    }
+
+    /// Mark it unsandboxed (an approved bypass run).
+    pub fn set_sandboxed(&self, v: bool) {
+        self.sandboxed.store(v, Ordering::Relaxed);
+    }
+
+    /// Record the OS pid of the running tool.
+    pub fn set_os_pid(&self, pid: Option<i32>) {
+        self.lock().os_pid = pid;
+    }
+
+    /// The OS pid (process group) while running.
+    pub fn os_pid(&self) -> Option<i32> {
+        self.lock().os_pid
+    }
+
+    /// Record the end: final state and exit code. Only the first call counts.
+    pub fn finish(&self, state: ProcState, exit_code: i32) {
+        {
+            let mut m = self.lock();
+            if m.ended.is_some() {
+                return;
+            }
+            m.state = state;
+            m.exit_code = Some(exit_code);
+            m.ended = Some((SystemTime::now(), Instant::now()));
+            m.os_pid = None;
+        }
+        self.output.finish();
+        self.ended.send_replace(true);
+    }
+
+    /// Whether it has ended.
+    pub fn is_finished(&self) -> bool {
+        self.lock().ended.is_some()
+    }
+
+    /// When it ended, if it has.
+    pub fn ended_at(&self) -> Option<Instant> {
+        self.lock().ended.map(|e| e.1)
+    }
+
+    /// Wait until it has ended; returns the exit code.
+    pub async fn wait(&self) -> i32 {
+        let mut rx = self.ended.subscribe();
+        let _ = rx.wait_for(|e| *e).await;
+        self.lock().exit_code.unwrap_or(-1)
+    }
+
+    /// Send `sig` to the tool's process group, if it runs.
+    pub fn signal(&self, sig: i32) -> Result<(), String> {
+        let Some(pgid) = self.os_pid() else {
+            return Err(format!("process {} is not running", self.pid));
+        };
+        // Safety: kill(2) with a negative pid signals that process group; no memory involved.
+        let r = unsafe { libc::kill(-pgid, sig) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(format!("cannot signal process {}: {e}", self.pid));
+            }
+        }
+        Ok(())
+    }
+
+    /// The ProcStat JSON object of CONTRACT §7.
+    pub fn stat(&self) -> ProcStat {
+        let m = self.lock();
+        let runtime = match m.ended {
+            Some((_, at)) => at.duration_since(self.started_at),
+            None => self.started_at.elapsed(),
+        };
+        ProcStat {
+            pid: self.pid,
+            tool: self.spec.tool.clone(),
+            agent: self.spec.agent.clone(),
+            session: self.spec.session.clone(),
+            background: self.spec.background,
+            state: m.state,
+            exit_code: m.exit_code,
+            started: format_rfc3339_millis(self.started),
+            ended: m.ended.map(|(t, _)| format_rfc3339_millis(t)),
+            runtime_ms: runtime.as_millis() as u64,
+            command: self.spec.command.clone(),
+            cwd: self.spec.cwd.display().to_string(),
+            sandboxed: self.sandboxed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Every process of this server run.
+pub struct ProcTable {
+    next: AtomicU64,
+    procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
+    max_output: u64,
+}
+
+impl ProcTable {
+    /// An empty table; each process keeps at most `max_output` bytes of output.
+    pub fn new(max_output: u64) -> ProcTable {
+        ProcTable {
+            next: AtomicU64::new(1),
+            procs: Mutex::new(BTreeMap::new()),
+            max_output,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Proc>>> {
+        self.procs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Create and register a process in state `state`. Its stop token is a
+    /// child of `parent` when given (a synchronous request's cancellation).
+    pub fn create(
+        &self,
+        spec: ProcSpec,
+        state: ProcState,
+        parent: Option<&CancellationToken>,
+    ) -> Arc<Proc> {
+        let pid = self.next.fetch_add(1, Ordering::Relaxed);
+        let p = Arc::new(Proc {
+            pid,
+            sandboxed: AtomicBool::new(spec.sandboxed),
+            spec,
+            started: SystemTime::now(),
+            started_at: Instant::now(),
+            m: Mutex::new(Mutable {
+                state,
+                exit_code: None,
+                ended: None,
+                os_pid: None,
+            }),
+            output: Output::new(self.max_output),
+            stop: parent.map_or_else(CancellationToken::new, |p| p.child_token()),
+            ended: watch::channel(false).0,
+        });
+        self.lock().insert(pid, p.clone());
+        p
+    }
+
+    /// One process.
+    pub fn get(&self, pid: u64) -> Option<Arc<Proc>> {
+        self.lock().get(&pid).cloned()
+    }
+
+    /// All processes (or one agent's), by pid.
+    pub fn list(&self, agent: Option<&str>) -> Vec<Arc<Proc>> {
+        self.lock()
+            .values()
+            .filter(|p| agent.is_none_or(|a| p.spec.agent == a))
+            .cloned()
+            .collect()
+    }
+
+    /// Remove a finished process.
+    pub fn dismiss(&self, pid: u64) -> Result<(), String> {
+        let mut g = self.lock();
+        match g.get(&pid) {
+            None => Err(format!("unknown process {pid}")),
+            Some(p) if !p.is_finished() => Err(format!("process {pid} is still running")),
+            Some(_) => {
+                g.remove(&pid);
+                Ok(())
+            }
+        }
+    }
+
+    /// Dismiss processes that ended more than `age` ago; returns how many.
+    pub fn collect_garbage(&self, age: Duration) -> usize {
+        let mut g = self.lock();
+        let before = g.len();
+        g.retain(|_, p| p.ended_at().is_none_or(|t| t.elapsed() < age));
+        before - g.len()
+    }
+
+    /// Number of processes not yet finished.
+    pub fn active(&self) -> usize {
+        self.lock().values().filter(|p| !p.is_finished()).count()
+    }
+
+    /// Stop every process (shutdown).
+    pub fn stop_all(&self) {
+        for p in self.lock().values() {
+            p.stop.cancel();
+        }
+    }
+}
