@@ -99,6 +99,12 @@ impl Client {
         self.inner.token.as_deref()
     }
 
+    /// The fid attached to the root (always 0: the first fid allocated), for
+    /// raw requests sent with [`Client::rpc`].
+    pub fn root_fid(&self) -> u32 {
+        self.inner.root
+    }
+
     /// The negotiated msize.
     pub fn msize(&self) -> u32 {
         self.inner.conn.msize()

@@ -337,6 +337,14 @@ async fn rpc_returns_the_raw_reply() {
         Body::Rerror { ename } => assert!(ename.contains("3735928559"), "{ename}"),
         other => panic!("expected Rerror, got {other:?}"),
     }
+    assert_eq!(c.root_fid(), 0);
+    match bounded(c.rpc(Body::Tstat { fid: c.root_fid() }))
+        .await
+        .expect("rpc")
+    {
+        Body::Rstat { stat } => assert_eq!(stat.mode & DMDIR, DMDIR),
+        other => panic!("expected Rstat, got {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
