@@ -84,6 +84,9 @@ pub struct ServeArgs {
     /// The per-process output safety limit (bytes, or KiB/MiB/GiB).
     #[arg(long, value_name = "BYTES", value_parser = size, default_value = "8MiB")]
     pub max_output: u64,
+    /// Test hook: pretend the kernel supports at most this Landlock ABI.
+    #[arg(long, hide = true, value_name = "N")]
+    pub landlock_abi_limit: Option<i32>,
 }
 
 /// How a tool is run by `call` and `bg`.

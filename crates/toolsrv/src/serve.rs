@@ -85,6 +85,7 @@ fn resolve(a: ServeArgs) -> Result<ServeConfig> {
     c.gc_age = a.gc_age;
     c.bypass_timeout = a.bypass_timeout;
     c.max_output = a.max_output;
+    c.landlock_abi_limit = a.landlock_abi_limit;
     Ok(c)
 }
 
