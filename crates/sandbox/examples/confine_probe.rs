@@ -2,7 +2,7 @@
 //! confined child and prints `ok` or the OS error (e.g. `Permission denied (os error 13)`).
 //!
 //! Usage: `confine_probe <fds|pdeathsig|udp|netlink|unix-pair|io-uring|tcp PORT|
-//! abstract NAME|abstract-self NAME|kill PID SIG|truncate PATH>`
+//! abstract NAME|abstract-self NAME|kill PID SIG|truncate PATH|bind PORT>`
 
 use std::io::{self, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -22,6 +22,10 @@ fn main() {
         ["truncate", path] => truncate(path),
         ["tcp", port] => match port.parse::<u16>() {
             Ok(p) => TcpStream::connect(("127.0.0.1", p)).map(|_| "ok".to_string()),
+            Err(e) => Ok(format!("bad port: {e}")),
+        },
+        ["bind", port] => match port.parse::<u16>() {
+            Ok(p) => std::net::TcpListener::bind(("127.0.0.1", p)).map(|_| "ok".to_string()),
             Err(e) => Ok(format!("bad port: {e}")),
         },
         ["abstract", name] => SocketAddr::from_abstract_name(name.as_bytes())

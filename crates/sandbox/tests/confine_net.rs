@@ -68,6 +68,20 @@ fn connect_tcp_allow_list_is_enforced() {
 }
 
 #[test]
+fn bind_tcp_allow_list_is_enforced() {
+    // Two free ports: bind and release them so the probe can bind them again.
+    let (a, port_a) = listener();
+    let (b, port_b) = listener();
+    drop((a, b));
+    let mut rules = base_rules();
+    rules.network.bind_tcp = vec![port_a.parse().expect("port")];
+    let c = confine(&rules);
+    assert_eq!(run_probe(&["bind", &port_a], Some(&c)), "ok");
+    assert_eq!(run_probe(&["bind", &port_b], Some(&c)), EACCES);
+    assert_eq!(run_probe(&["bind", &port_b], None), "ok");
+}
+
+#[test]
 fn signals_to_processes_outside_the_sandbox_are_denied() {
     let mut victim = std::process::Command::new("/bin/sleep")
         .arg("60")

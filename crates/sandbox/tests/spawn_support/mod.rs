@@ -130,7 +130,8 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
     toolsrv_sandbox::rules::ResolvedRules {
         ro: vec![PathBuf::from("/etc")],
         rox,
-        rw: Vec::new(),
+        // A single-file rw rule: shells open /dev/null for background jobs.
+        rw: vec![PathBuf::from("/dev/null")],
         rwx: Vec::new(),
         network: toolsrv_sandbox::rules::NetworkRules {
             enabled: true,
