@@ -23,9 +23,11 @@ mod file;
 mod path;
 mod reply;
 pub mod secret;
+mod tools;
 
 pub use client::{Auth, Client};
 pub use error::ClientError;
 pub use file::RemoteFile;
 pub use secret::resolve_secret;
+pub use tools::CallRequest;
 pub use toolsrv_wire::{Body, Qid, Stat};

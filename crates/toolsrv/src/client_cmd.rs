@@ -62,26 +62,34 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
             let data = client.transact("tools", agent.as_bytes()).await?;
             print_json(global, &data, |v| table(v, &["name", "description"]))?;
         }
-        Command::Rev { agent } => {
-            let data = client.transact("tools_rev", agent.as_bytes()).await?;
-            println!("{}", String::from_utf8_lossy(&data));
+        Command::Rev { agent } => println!("{}", client.revision(&agent).await?),
+        Command::Load { agent, tools } => {
+            client
+                .load(
+                    &agent,
+                    &tools.iter().map(String::as_str).collect::<Vec<_>>(),
+                )
+                .await?
         }
-        Command::Load { agent, tools } => ctl(&client, "load", &agent, &tools).await?,
-        Command::Unload { agent, tools } => ctl(&client, "unload", &agent, &tools).await?,
+        Command::Unload { agent, tools } => {
+            client
+                .unload(
+                    &agent,
+                    &tools.iter().map(String::as_str).collect::<Vec<_>>(),
+                )
+                .await?
+        }
         Command::Call(a) => return crate::proc_cmd::call(&client, global, &a).await,
         Command::Bg(a) => return crate::proc_cmd::bg(&client, &a).await,
         Command::Ps { agent } => crate::proc_cmd::ps(&client, global, agent.as_deref()).await?,
-        Command::Stat { pid } => crate::proc_cmd::stat(&client, pid).await?,
+        Command::Stat { pid } => crate::proc_cmd::stat(&client, global, pid).await?,
         Command::Out { pid, follow } => crate::proc_cmd::out(&client, pid, follow).await?,
         Command::Wait { pid } => return crate::proc_cmd::wait(&client, pid).await,
-        Command::Kill { pid, signal } => {
-            let cmd = match signal {
-                Some(s) => format!("signal {s}"),
-                None => "kill".into(),
-            };
-            crate::proc_cmd::ctl(&client, pid, &cmd).await?
-        }
-        Command::Dismiss { pid } => crate::proc_cmd::ctl(&client, pid, "dismiss").await?,
+        Command::Kill { pid, signal } => match signal {
+            Some(s) => client.signal(pid, &s).await?,
+            None => client.kill(pid).await?,
+        },
+        Command::Dismiss { pid } => client.dismiss(pid).await?,
         Command::Info => {
             let data = client.read_file("info").await?;
             print_json(global, &data, |v| {
@@ -106,16 +114,6 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Send one `ctl` write with a command per tool (applied in order; stops at the first error).
-async fn ctl(client: &Client, verb: &str, agent: &str, tools: &[String]) -> Result<()> {
-    let cmds: String = tools
-        .iter()
-        .map(|t| format!("{verb} {agent} {t}\n"))
-        .collect();
-    client.write_file("ctl", cmds.as_bytes()).await?;
-    Ok(())
 }
 
 /// A JSON array of objects as an aligned table of `cols` (the last column is not padded).

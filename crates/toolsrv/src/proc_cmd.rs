@@ -4,34 +4,21 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
-use toolsrv_client::Client;
-use toolsrv_protocol::{encode_payload, ToolResult};
-use toolsrv_wire::{ORDWR, OREAD};
+use anyhow::{bail, Result};
+use toolsrv_client::{CallRequest, Client};
+use toolsrv_protocol::ToolResult;
+use toolsrv_wire::OREAD;
 
 use crate::cli::{CallArgs, Global};
 
-/// The request payload for `call`/`bg`.
-fn payload(client: &Client, a: &CallArgs) -> Result<String> {
-    let mut fields: Vec<(String, String)> = Vec::new();
-    if let Some(t) = client.token() {
-        fields.push(("token".into(), t.into()));
-    }
-    fields.push(("tool".into(), a.tool.clone()));
-    fields.push(("agent".into(), a.agent.clone()));
-    for (k, v) in [
-        ("session", &a.session),
-        ("cwd", &a.cwd),
-        ("timeout", &a.timeout),
-        ("sandbox", &a.sandbox),
-    ] {
-        if let Some(v) = v {
-            fields.push((k.into(), v.clone()));
-        }
-    }
-    if a.bypass {
-        fields.push(("bypass".into(), "true".into()));
-    }
+/// The request for `call`/`bg`.
+fn request(a: &CallArgs) -> Result<CallRequest> {
+    let mut req = CallRequest::new(&a.tool, &a.agent);
+    req.session = a.session.clone();
+    req.cwd = a.cwd.clone();
+    req.timeout = a.timeout.clone();
+    req.sandbox = a.sandbox.clone();
+    req.bypass = a.bypass;
     for arg in &a.args {
         let Some((k, v)) = arg.split_once('=') else {
             bail!("argument {arg:?} is not key=value");
@@ -39,55 +26,34 @@ fn payload(client: &Client, a: &CallArgs) -> Result<String> {
         if k.is_empty() {
             bail!("argument {arg:?} has an empty key");
         }
-        fields.push((k.into(), v.into()));
+        req.args.push((k.into(), v.into()));
     }
-    let refs: Vec<(&str, &str)> = fields
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    Ok(encode_payload(&refs))
+    Ok(req)
 }
 
 /// Load the tool for the agent unless it is loaded already.
 async fn ensure_loaded(client: &Client, agent: &str, tool: &str) -> Result<()> {
-    let tools = client.transact("tools", agent.as_bytes()).await?;
-    let tools: serde_json::Value = serde_json::from_slice(&tools).context("tools: bad JSON")?;
-    let loaded = tools
-        .as_array()
-        .is_some_and(|a| a.iter().any(|t| t["name"] == tool));
-    if !loaded {
-        client
-            .write_file("ctl", format!("load {agent} {tool}\n").as_bytes())
-            .await?;
+    if !client.tools(agent).await?.iter().any(|t| t.name == tool) {
+        client.load(agent, &[tool]).await?;
     }
     Ok(())
 }
 
-/// `toolsrv call`: run, print the result text, exit 1 on isError; Ctrl-C clunks.
+/// `toolsrv call`: run, print the result text, exit 1 on isError; Ctrl-C cancels.
 pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<ExitCode> {
+    let req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
-    let body = payload(client, a)?;
-    let run = async {
-        let f = client.open("proc/new", ORDWR).await?;
-        f.write_all(body.as_bytes()).await?;
-        let out = f.read_to_end().await?;
-        f.clunk().await?;
-        anyhow::Ok(out)
-    };
-    let out = tokio::select! {
-        r = run => r?,
+    let result = tokio::select! {
+        r = client.call(&req) => r?,
         _ = tokio::signal::ctrl_c() => {
-            // Dropping the request's file clunks it: the server kills the tool.
+            // Dropping the call closes its request: the server kills the tool.
             eprintln!("toolsrv: cancelled");
             return Ok(ExitCode::from(130));
         }
     };
     if global.json {
-        println!("{}", String::from_utf8_lossy(&out));
-    }
-    let result: ToolResult =
-        serde_json::from_slice(&out).context("the server sent a result that does not parse")?;
-    if !global.json {
+        println!("{}", serde_json::to_string(&result)?);
+    } else {
         print_result(&result)?;
     }
     Ok(if result.is_error {
@@ -117,53 +83,46 @@ fn print_result(r: &ToolResult) -> Result<()> {
 
 /// `toolsrv bg`: start, print the pid.
 pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
+    let req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
-    let body = payload(client, a)?;
-    let pid = client.transact("proc/new.bg", body.as_bytes()).await?;
-    println!("{}", String::from_utf8_lossy(&pid).trim());
+    println!("{}", client.spawn(&req).await?);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `toolsrv ps`.
 pub async fn ps(client: &Client, global: &Global, agent: Option<&str>) -> Result<()> {
-    let data = match agent {
-        Some(a) => client.transact("proc/list", a.as_bytes()).await?,
-        None => client.read_file("proc/list").await?,
-    };
+    let procs = client.ps(agent).await?;
     if global.json {
-        println!("{}", String::from_utf8_lossy(&data));
+        println!("{}", serde_json::to_string(&procs)?);
         return Ok(());
     }
-    let v: serde_json::Value = serde_json::from_slice(&data).context("proc/list: bad JSON")?;
     println!(
         "{:>6}  {:<10} {:<12} {:<17} {:>5} {:>9}  COMMAND",
         "PID", "AGENT", "TOOL", "STATE", "EXIT", "RUNTIME"
     );
-    for p in v.as_array().into_iter().flatten() {
+    for p in procs {
         println!(
-            "{:>6}  {:<10} {:<12} {:<17} {:>5} {:>8}s  {}",
-            p["pid"].as_u64().unwrap_or(0),
-            p["agent"].as_str().unwrap_or(""),
-            p["tool"].as_str().unwrap_or(""),
-            p["state"].as_str().unwrap_or(""),
-            p["exit_code"]
-                .as_i64()
-                .map_or("-".into(), |c| c.to_string()),
-            format!(
-                "{:.1}",
-                p["runtime_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
-            ),
-            p["command"].as_str().unwrap_or("").replace('\n', "\\n"),
+            "{:>6}  {:<10} {:<12} {:<17} {:>5} {:>8.1}s  {}",
+            p.pid,
+            p.agent,
+            p.tool,
+            p.state.as_str(),
+            p.exit_code.map_or("-".into(), |c| c.to_string()),
+            p.runtime_ms as f64 / 1000.0,
+            p.command.replace('\n', "\\n"),
         );
     }
     Ok(())
 }
 
 /// `toolsrv stat`.
-pub async fn stat(client: &Client, pid: u64) -> Result<()> {
-    let data = client.read_file(&format!("proc/{pid}/stat")).await?;
-    let v: serde_json::Value = serde_json::from_slice(&data).context("stat: bad JSON")?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
+pub async fn stat(client: &Client, global: &Global, pid: u64) -> Result<()> {
+    let st = client.proc_stat(pid).await?;
+    if global.json {
+        println!("{}", serde_json::to_string(&st)?);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&st)?);
+    }
     Ok(())
 }
 
@@ -202,12 +161,4 @@ pub async fn wait(client: &Client, pid: u64) -> Result<ExitCode> {
     print!("{s}");
     let code: i32 = s.trim().parse().unwrap_or(1);
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
-}
-
-/// `toolsrv kill` and `toolsrv dismiss`.
-pub async fn ctl(client: &Client, pid: u64, cmd: &str) -> Result<()> {
-    client
-        .write_file(&format!("proc/{pid}/ctl"), cmd.as_bytes())
-        .await?;
-    Ok(())
 }

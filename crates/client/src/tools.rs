@@ -1,0 +1,195 @@
+//! High-level operations of the toolsrv namespace (CONTRACT §4, §6, §7): tool
+//! discovery and loading, calls, background processes.
+//!
+//! Cancellation: [`Client::call`] keeps its request open on `proc/new` while it
+//! waits; dropping the future closes it (the read is flushed and the fid
+//! clunked), and the server kills the tool's process group.
+
+use toolsrv_protocol::{encode_payload, ProcStat, ToolInfo, ToolResult, ToolSummary};
+
+use crate::client::Client;
+use crate::error::ClientError;
+
+/// A tool request: what `proc/new` and `proc/new.bg` take.
+#[derive(Debug, Clone, Default)]
+pub struct CallRequest {
+    /// The tool name.
+    pub tool: String,
+    /// The agent ID (the tool must be loaded for it).
+    pub agent: String,
+    /// A session ID (for completion messages of background runs).
+    pub session: Option<String>,
+    /// The working directory (relative to the server's `--cwd`).
+    pub cwd: Option<String>,
+    /// `env.NAME` fields.
+    pub env: Vec<(String, String)>,
+    /// Ask for an unsandboxed run, approved by a human observer.
+    pub bypass: bool,
+    /// Override the tool's timeout (Go duration syntax or seconds).
+    pub timeout: Option<String>,
+    /// A sandbox profile name.
+    pub sandbox: Option<String>,
+    /// Tool arguments as key/value strings (typed by the tool's schema on the server).
+    pub args: Vec<(String, String)>,
+}
+
+impl CallRequest {
+    /// A request for `tool` as `agent` with no arguments.
+    pub fn new(tool: impl Into<String>, agent: impl Into<String>) -> CallRequest {
+        CallRequest {
+            tool: tool.into(),
+            agent: agent.into(),
+            ..CallRequest::default()
+        }
+    }
+
+    /// Add an argument.
+    pub fn arg(mut self, key: impl Into<String>, value: impl Into<String>) -> CallRequest {
+        self.args.push((key.into(), value.into()));
+        self
+    }
+
+    /// The escaped payload, with `token` when the client has one.
+    pub fn payload(&self, token: Option<&str>) -> String {
+        let env: Vec<(String, String)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (format!("env.{k}"), v.clone()))
+            .collect();
+        let mut f: Vec<(&str, &str)> = Vec::new();
+        if let Some(t) = token {
+            f.push(("token", t));
+        }
+        f.push(("tool", &self.tool));
+        f.push(("agent", &self.agent));
+        for (k, v) in [
+            ("session", &self.session),
+            ("cwd", &self.cwd),
+            ("timeout", &self.timeout),
+            ("sandbox", &self.sandbox),
+        ] {
+            if let Some(v) = v {
+                f.push((k, v));
+            }
+        }
+        if self.bypass {
+            f.push(("bypass", "true"));
+        }
+        f.extend(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        f.extend(self.args.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        encode_payload(&f)
+    }
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &str, data: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(data).map_err(|e| {
+        ClientError::Protocol(format!(
+            "{what}: the server sent JSON that does not parse: {e}"
+        ))
+    })
+}
+
+fn decimal<T: std::str::FromStr>(what: &str, data: &[u8]) -> Result<T, ClientError> {
+    let s = String::from_utf8_lossy(data);
+    s.trim()
+        .parse()
+        .map_err(|_| ClientError::Protocol(format!("{what}: expected a number, got {s:?}")))
+}
+
+impl Client {
+    /// Every tool available on the server's host (`all`).
+    pub async fn all(&self) -> Result<Vec<ToolSummary>, ClientError> {
+        json("all", &self.read_file("all").await?)
+    }
+
+    /// The tools loaded for `agent` (`tools`).
+    pub async fn tools(&self, agent: &str) -> Result<Vec<ToolInfo>, ClientError> {
+        json("tools", &self.transact("tools", agent.as_bytes()).await?)
+    }
+
+    /// `agent`'s registry revision (`tools_rev`).
+    pub async fn revision(&self, agent: &str) -> Result<u64, ClientError> {
+        decimal(
+            "tools_rev",
+            &self.transact("tools_rev", agent.as_bytes()).await?,
+        )
+    }
+
+    /// Load `tools` for `agent` (one `ctl` write; stops at the first error).
+    pub async fn load(&self, agent: &str, tools: &[&str]) -> Result<(), ClientError> {
+        self.ctl_all("load", agent, tools).await
+    }
+
+    /// Unload `tools` for `agent`.
+    pub async fn unload(&self, agent: &str, tools: &[&str]) -> Result<(), ClientError> {
+        self.ctl_all("unload", agent, tools).await
+    }
+
+    async fn ctl_all(&self, verb: &str, agent: &str, tools: &[&str]) -> Result<(), ClientError> {
+        let cmds: String = tools
+            .iter()
+            .map(|t| format!("{verb} {agent} {t}\n"))
+            .collect();
+        self.write_file("ctl", cmds.as_bytes()).await
+    }
+
+    /// Run a tool and wait for its result. Dropping the future cancels the run.
+    pub async fn call(&self, req: &CallRequest) -> Result<ToolResult, ClientError> {
+        let out = self
+            .transact("proc/new", req.payload(self.token()).as_bytes())
+            .await?;
+        json("proc/new", &out)
+    }
+
+    /// Start a tool in the background; returns its pid.
+    pub async fn spawn(&self, req: &CallRequest) -> Result<u64, ClientError> {
+        let out = self
+            .transact("proc/new.bg", req.payload(self.token()).as_bytes())
+            .await?;
+        decimal("proc/new.bg", &out)
+    }
+
+    /// Processes, all or one agent's (`proc/list`).
+    pub async fn ps(&self, agent: Option<&str>) -> Result<Vec<ProcStat>, ClientError> {
+        let data = match agent {
+            Some(a) => self.transact("proc/list", a.as_bytes()).await?,
+            None => self.read_file("proc/list").await?,
+        };
+        json("proc/list", &data)
+    }
+
+    /// One process's state.
+    pub async fn proc_stat(&self, pid: u64) -> Result<ProcStat, ClientError> {
+        json("stat", &self.read_file(&format!("proc/{pid}/stat")).await?)
+    }
+
+    /// Wait for a process to end; returns its exit code.
+    pub async fn wait(&self, pid: u64) -> Result<i32, ClientError> {
+        decimal("wait", &self.read_file(&format!("proc/{pid}/wait")).await?)
+    }
+
+    /// A process's output so far (waits until it ends, like `cat proc/<pid>/out`).
+    pub async fn output(&self, pid: u64) -> Result<Vec<u8>, ClientError> {
+        self.read_file(&format!("proc/{pid}/out")).await
+    }
+
+    /// Signal a process's group (`signal <N|NAME>`).
+    pub async fn signal(&self, pid: u64, signal: &str) -> Result<(), ClientError> {
+        self.write_file(
+            &format!("proc/{pid}/ctl"),
+            format!("signal {signal}").as_bytes(),
+        )
+        .await
+    }
+
+    /// Kill a process's group.
+    pub async fn kill(&self, pid: u64) -> Result<(), ClientError> {
+        self.write_file(&format!("proc/{pid}/ctl"), b"kill").await
+    }
+
+    /// Remove a finished process.
+    pub async fn dismiss(&self, pid: u64) -> Result<(), ClientError> {
+        self.write_file(&format!("proc/{pid}/ctl"), b"dismiss")
+            .await
+    }
+}
