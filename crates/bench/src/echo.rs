@@ -9,12 +9,21 @@ use tokio::net::{UnixListener, UnixStream};
 /// The size of one echo message.
 pub const ECHO_LEN: usize = 16;
 
-/// An echo server task listening on a temp socket; stops when dropped.
+/// An echo server listening on a temp socket; stops when dropped.
 #[derive(Debug)]
 pub struct EchoServer {
     _dir: tempfile::TempDir,
     socket: PathBuf,
-    task: tokio::task::JoinHandle<()>,
+    stop: Stop,
+}
+
+/// How an echo server is stopped.
+#[derive(Debug)]
+enum Stop {
+    /// A task on the caller's runtime: abort it.
+    Task(tokio::task::JoinHandle<()>),
+    /// A thread with its own runtime: dropping the sender ends it.
+    Thread(Option<tokio::sync::oneshot::Sender<()>>),
 }
 
 impl EchoServer {
@@ -25,15 +34,44 @@ impl EchoServer {
             .tempdir()?;
         let socket = dir.path().join("echo.sock");
         let listener = UnixListener::bind(&socket)?;
-        let task = tokio::spawn(async move {
-            while let Ok((conn, _)) = listener.accept().await {
-                tokio::spawn(echo(conn));
-            }
-        });
+        let task = tokio::spawn(accept_loop(listener));
         Ok(EchoServer {
             _dir: dir,
             socket,
-            task,
+            stop: Stop::Task(task),
+        })
+    }
+
+    /// Bind a temp socket and serve it from a thread of its own with its own
+    /// current-thread runtime, so that every round trip wakes another thread
+    /// (as a round trip to the server process does).
+    pub fn start_on_thread() -> std::io::Result<EchoServer> {
+        let dir = tempfile::Builder::new()
+            .prefix("toolsrv-bench-echo")
+            .tempdir()?;
+        let socket = dir.path().join("echo.sock");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let listener = {
+            let _entered = rt.enter();
+            UnixListener::bind(&socket)?
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("echo-server".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    tokio::select! {
+                        _ = accept_loop(listener) => {}
+                        _ = rx => {}
+                    }
+                })
+            })?;
+        Ok(EchoServer {
+            _dir: dir,
+            socket,
+            stop: Stop::Thread(Some(tx)),
         })
     }
 
@@ -47,7 +85,17 @@ impl EchoServer {
 
 impl Drop for EchoServer {
     fn drop(&mut self) {
-        self.task.abort();
+        match &mut self.stop {
+            Stop::Task(t) => t.abort(),
+            Stop::Thread(tx) => drop(tx.take()),
+        }
+    }
+}
+
+/// Accept connections and echo on each until the listener fails.
+async fn accept_loop(listener: UnixListener) {
+    while let Ok((conn, _)) = listener.accept().await {
+        tokio::spawn(echo(conn));
     }
 }
 
@@ -91,6 +139,15 @@ mod tests {
     #[tokio::test]
     async fn echo_round_trips() {
         let srv = EchoServer::start().expect("echo server");
+        let mut c = srv.connect().await.expect("connect");
+        for i in 0..100 {
+            c.round_trip(i).await.expect("round trip");
+        }
+    }
+
+    #[tokio::test]
+    async fn echo_on_a_thread_round_trips() {
+        let srv = EchoServer::start_on_thread().expect("echo server");
         let mut c = srv.connect().await.expect("connect");
         for i in 0..100 {
             c.round_trip(i).await.expect("round trip");

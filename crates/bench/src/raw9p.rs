@@ -17,6 +17,8 @@ const ROOT: u32 = 0;
 const FILE: u32 = 1;
 /// The afid used while authenticating.
 const AFID: u32 = 2;
+/// The second fid [`Raw9p::read_file_clunk_after`] alternates with [`FILE`].
+const FILE_B: u32 = 3;
 
 /// Why a raw session failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,10 @@ pub struct Raw9p {
     w: OwnedWriteHalf,
     out: Vec<u8>,
     tag: u16,
+    /// Replies to Tclunks sent without waiting, still to be read.
+    unread_clunks: usize,
+    /// The fid the next [`Raw9p::read_file_clunk_after`] uses.
+    next_fid: u32,
 }
 
 impl Raw9p {
@@ -55,6 +61,8 @@ impl Raw9p {
             w,
             out: Vec::new(),
             tag: 0,
+            unread_clunks: 0,
+            next_fid: FILE,
         };
         let version = Body::Tversion {
             msize: MSIZE,
@@ -114,6 +122,9 @@ impl Raw9p {
     /// Twalk+Topen+Tread+Tclunk of the one-element `name` in one write; the
     /// four replies are then read. Returns the data read.
     pub async fn read_file(&mut self, name: &str) -> Result<Vec<u8>, RawError> {
+        for _ in 0..std::mem::take(&mut self.unread_clunks) {
+            expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
+        }
         let walk = Body::Twalk {
             fid: ROOT,
             newfid: FILE,
@@ -150,6 +161,49 @@ impl Raw9p {
             b => return Err(unexpected("Tread", &b)),
         };
         expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
+        Ok(data)
+    }
+
+    /// As the client library does it: Twalk+Topen+Tread in one write, and
+    /// after the Rread a Tclunk whose reply is not waited for (it is read at
+    /// the start of the next call). Alternates between two fids.
+    pub async fn read_file_clunk_after(&mut self, name: &str) -> Result<Vec<u8>, RawError> {
+        let fid = self.next_fid;
+        self.next_fid = if fid == FILE { FILE_B } else { FILE };
+        let walk = Body::Twalk {
+            fid: ROOT,
+            newfid: fid,
+            wnames: vec![name.to_string()],
+        };
+        let t = self.next_tag();
+        self.push(t, walk);
+        let t = self.next_tag();
+        self.push(t, Body::Topen { fid, mode: OREAD });
+        let read = Body::Tread {
+            fid,
+            offset: 0,
+            count: MSIZE - 24,
+        };
+        let t = self.next_tag();
+        self.push(t, read);
+        self.flush().await?;
+        for _ in 0..std::mem::take(&mut self.unread_clunks) {
+            expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
+        }
+        expect(self.recv().await?, "Twalk", |b| {
+            matches!(b, Body::Rwalk { .. })
+        })?;
+        expect(self.recv().await?, "Topen", |b| {
+            matches!(b, Body::Ropen { .. })
+        })?;
+        let data = match self.recv().await? {
+            Body::Rread { data } => data,
+            b => return Err(unexpected("Tread", &b)),
+        };
+        let t = self.next_tag();
+        self.push(t, Body::Tclunk { fid });
+        self.flush().await?;
+        self.unread_clunks += 1;
         Ok(data)
     }
 

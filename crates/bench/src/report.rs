@@ -36,7 +36,7 @@ pub fn line(figure: &Figure, baseline: &Figure, goal: Option<Goal>) -> String {
     let s = &figure.summary;
     let r = ratio(s, &baseline.summary);
     let mut out = format!(
-        "{:<28} median {:>9} (p10 {}, p90 {}, n={}) | baseline {} median {} | ratio {:.2}x",
+        "{:<34} median {:>9} (p10 {}, p90 {}, n={}) | baseline {} median {} | ratio {:.2}x",
         figure.name,
         human(s.median),
         human(s.p10),
@@ -57,7 +57,7 @@ pub fn line(figure: &Figure, baseline: &Figure, goal: Option<Goal>) -> String {
 pub fn baseline_line(baseline: &Figure) -> String {
     let s = &baseline.summary;
     format!(
-        "{:<28} median {:>9} (p10 {}, p90 {}, n={})",
+        "{:<34} median {:>9} (p10 {}, p90 {}, n={})",
         baseline.name,
         human(s.median),
         human(s.p10),

@@ -1,8 +1,15 @@
-//! `rtt`: the client library's `read_file("info")` (Twalk+Topen+Tread+Tclunk
-//! in one write) against the real server, beside a raw Unix-socket echo
-//! round trip measured in the same run and runtime. Also: the same four
-//! requests sent with the bare wire codec (no client library), and one
-//! sequential `Tstat` rpc.
+//! `rtt`: the client library's `read_file("info")` against the real server,
+//! beside a raw Unix-socket echo round trip (16 bytes each way, to a tokio
+//! echo task on the same runtime) measured in the same run. To show where the
+//! time goes it also measures:
+//! - `raw-echo (server thread)`: the same echo, served from another thread, so
+//!   every round trip wakes a sleeping thread as a trip to the server does;
+//! - `9p-read-info (bare codec)`: Twalk+Topen+Tread+Tclunk in one write with
+//!   the wire codec and no client library (the server's floor);
+//! - `9p-read-info (bare, clunk after)`: the library's wire pattern without
+//!   the library: Twalk+Topen+Tread in one write, then a Tclunk whose reply is
+//!   not waited for;
+//! - `9p-tstat (one rpc)`: one sequential `Tstat` through `Client::rpc`.
 
 use std::time::{Duration, Instant};
 
@@ -54,15 +61,19 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 /// The figures of one configuration.
 struct Figures {
     echo: Figure,
+    echo_thread: Figure,
     read_info: Figure,
     raw_read_info: Figure,
+    raw_clunk_after: Figure,
     rpc_stat: Figure,
 }
 
 fn print(f: &Figures) {
     println!("{}", baseline_line(&f.echo));
+    println!("{}", line(&f.echo_thread, &f.echo, None));
     println!("{}", line(&f.read_info, &f.echo, Some(GOAL)));
     println!("{}", line(&f.raw_read_info, &f.echo, None));
+    println!("{}", line(&f.raw_clunk_after, &f.echo, None));
     println!("{}", line(&f.rpc_stat, &f.echo, None));
 }
 
@@ -72,6 +83,12 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
         .connect()
         .await
         .context("cannot connect to the echo server")?;
+    let echo_thread_srv =
+        EchoServer::start_on_thread().context("cannot start the threaded echo server")?;
+    let mut echo_t = echo_thread_srv
+        .connect()
+        .await
+        .context("cannot connect to the threaded echo server")?;
     let how = if auth {
         Auth::Secret(SECRET.into())
     } else {
@@ -86,14 +103,21 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
         client.token().map(|_| "present")
     );
     let mut raw = Raw9p::connect(srv.socket(), auth.then_some(SECRET)).await?;
+    let mut raw2 = Raw9p::connect(srv.socket(), auth.then_some(SECRET)).await?;
     check_replies(&client, &mut raw).await?;
+    ensure!(
+        raw2.read_file_clunk_after("info").await? == raw.read_file("info").await?,
+        "the clunk-after read of info differs from the pipelined one"
+    );
 
     let mut seq = 0u64;
     for _ in 0..WARMUP {
         echo.round_trip(seq).await?;
+        echo_t.round_trip(seq).await?;
         seq += 1;
         client.read_file("info").await?;
         raw.read_file("info").await?;
+        raw2.read_file_clunk_after("info").await?;
         client
             .rpc(Body::Tstat {
                 fid: CLIENT_ROOT_FID,
@@ -101,8 +125,10 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
             .await?;
     }
     let mut s_echo = Vec::with_capacity(iters);
+    let mut s_echo_t = Vec::with_capacity(iters);
     let mut s_read = Vec::with_capacity(iters);
     let mut s_raw = Vec::with_capacity(iters);
+    let mut s_raw2 = Vec::with_capacity(iters);
     let mut s_stat = Vec::with_capacity(iters);
     let mut done = 0;
     while done < iters {
@@ -111,6 +137,12 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
             let t = Instant::now();
             echo.round_trip(seq).await?;
             s_echo.push(t.elapsed());
+            seq += 1;
+        }
+        for _ in 0..n {
+            let t = Instant::now();
+            echo_t.round_trip(seq).await?;
+            s_echo_t.push(t.elapsed());
             seq += 1;
         }
         for _ in 0..n {
@@ -125,6 +157,11 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
         }
         for _ in 0..n {
             let t = Instant::now();
+            raw2.read_file_clunk_after("info").await?;
+            s_raw2.push(t.elapsed());
+        }
+        for _ in 0..n {
+            let t = Instant::now();
             client
                 .rpc(Body::Tstat {
                     fid: CLIENT_ROOT_FID,
@@ -136,8 +173,10 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
     }
     Ok(Figures {
         echo: figure("raw-echo", &s_echo)?,
+        echo_thread: figure("raw-echo (server thread)", &s_echo_t)?,
         read_info: figure("9p-read-info", &s_read)?,
         raw_read_info: figure("9p-read-info (bare codec)", &s_raw)?,
+        raw_clunk_after: figure("9p-read-info (bare, clunk after)", &s_raw2)?,
         rpc_stat: figure("9p-tstat (one rpc)", &s_stat)?,
     })
 }
