@@ -26,7 +26,7 @@ use crate::stats::Summary;
 
 /// Measured iterations per figure unless `--iters` says otherwise.
 pub const DEFAULT_ITERS: usize = 10_000;
-/// Unmeasured iterations per figure before measuring.
+/// Unmeasured iterations per figure before measuring (fewer when fewer are measured).
 const WARMUP: usize = 1_000;
 /// Figures are measured in interleaved blocks of this many iterations, so
 /// that load from elsewhere on the machine hits all of them alike.
@@ -39,18 +39,19 @@ const CLIENT_ROOT_FID: u32 = 0;
 /// Run `rtt` for each runtime flavour, against a `--no-auth` server and an authenticated one.
 pub fn run(ctx: &Ctx) -> Result<()> {
     let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
+    let warmup = WARMUP.min(iters);
     for &flavour in &ctx.flavours {
         for auth in [false, true] {
             let srv = ServerProcess::start(&ctx.bin, auth)?;
             let mode = if auth { "auth" } else { "--no-auth" };
             println!(
-                "\n== rtt: server {mode} (pid {}), client runtime {}, {iters} iterations per figure after {WARMUP} warm-up, interleaved in blocks of {BLOCK}",
+                "\n== rtt: server {mode} (pid {}), client runtime {}, {iters} iterations per figure after {warmup} warm-up, interleaved in blocks of {BLOCK}",
                 srv.pid(),
                 flavour.name()
             );
             let rt = runtime(flavour).context("cannot start the tokio runtime")?;
             let figs = rt
-                .block_on(measure(&srv, auth, iters))
+                .block_on(measure(&srv, auth, warmup, iters))
                 .with_context(|| format!("rtt against the {mode} server on {}", flavour.name()))?;
             print(&figs);
         }
@@ -77,7 +78,7 @@ fn print(f: &Figures) {
     println!("{}", line(&f.rpc_stat, &f.echo, None));
 }
 
-async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figures> {
+async fn measure(srv: &ServerProcess, auth: bool, warmup: usize, iters: usize) -> Result<Figures> {
     let echo_srv = EchoServer::start().context("cannot start the echo server")?;
     let mut echo = echo_srv
         .connect()
@@ -111,7 +112,7 @@ async fn measure(srv: &ServerProcess, auth: bool, iters: usize) -> Result<Figure
     );
 
     let mut seq = 0u64;
-    for _ in 0..WARMUP {
+    for _ in 0..warmup {
         echo.round_trip(seq).await?;
         echo_t.round_trip(seq).await?;
         seq += 1;
