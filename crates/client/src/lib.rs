@@ -29,5 +29,5 @@ pub use client::{Auth, Client};
 pub use error::ClientError;
 pub use file::RemoteFile;
 pub use secret::resolve_secret;
-pub use tools::CallRequest;
+pub use tools::{CallRequest, PendingWatch};
 pub use toolsrv_wire::{Body, Qid, Stat};

@@ -193,3 +193,65 @@ impl Client {
             .await
     }
 }
+
+/// An observer's view of `bypass/pending`: every pending request once, oldest first.
+pub struct PendingWatch {
+    file: crate::file::RemoteFile,
+    buf: Vec<u8>,
+    offset: u64,
+}
+
+impl PendingWatch {
+    /// The next pending request this observer has not seen; waits while there is
+    /// none. Dropping the future abandons the wait.
+    pub async fn next(&mut self) -> Result<toolsrv_protocol::BypassRequest, ClientError> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return json("bypass/pending", &line);
+            }
+            let data = self.file.read_at(self.offset, self.file.max_io()).await?;
+            if data.is_empty() {
+                return Err(ClientError::Protocol("bypass/pending ended".into()));
+            }
+            self.offset += data.len() as u64;
+            self.buf.extend_from_slice(&data);
+        }
+    }
+}
+
+impl Client {
+    /// Watch `bypass/pending` as an observer.
+    pub async fn pending(&self) -> Result<PendingWatch, ClientError> {
+        Ok(PendingWatch {
+            file: self.open("bypass/pending", toolsrv_wire::OREAD).await?,
+            buf: Vec::new(),
+            offset: 0,
+        })
+    }
+
+    /// Approve bypass request `id`.
+    pub async fn approve(&self, id: &str) -> Result<(), ClientError> {
+        let r = toolsrv_protocol::Resolution {
+            id: id.into(),
+            approve: true,
+            reason: None,
+        };
+        self.resolve(&r).await
+    }
+
+    /// Reject bypass request `id` with `reason`.
+    pub async fn reject(&self, id: &str, reason: &str) -> Result<(), ClientError> {
+        let r = toolsrv_protocol::Resolution {
+            id: id.into(),
+            approve: false,
+            reason: Some(reason.into()),
+        };
+        self.resolve(&r).await
+    }
+
+    async fn resolve(&self, r: &toolsrv_protocol::Resolution) -> Result<(), ClientError> {
+        let body = serde_json::to_vec(r).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        self.write_file("bypass/resolve", &body).await
+    }
+}

@@ -153,22 +153,3 @@ impl<R: Request> Handle for RequestHandle<R> {
         self.cancel.cancel();
     }
 }
-
-/// A file whose reads wait until the fid is clunked (or the read flushed).
-/// Stands in for blocking files whose feature lands later (`bypass/pending`).
-pub struct Blocking;
-
-impl File for Blocking {
-    fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
-        Ok(Arc::new(BlockingHandle))
-    }
-}
-
-struct BlockingHandle;
-
-#[async_trait]
-impl Handle for BlockingHandle {
-    async fn read(&self, _offset: u64, _count: u32) -> Result<Vec<u8>, Error> {
-        futures::future::pending().await
-    }
-}

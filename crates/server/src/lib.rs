@@ -1,5 +1,6 @@
 //! The toolsrv daemon.
 //!
+//! - [`bypass`]: the bypass broker (pending requests, approval, expiry).
 //! - [`config`]: [`ServeConfig`], the validated `serve` settings.
 //! - [`auth`]: the shared-secret / session-token authentication (CONTRACT §3).
 //! - [`socket`]: binding the Unix socket (mode 0600, live/stale detection) and the
@@ -12,6 +13,7 @@
 //! - [`server`]: [`Server`], the state behind the namespace, and its accept loop.
 
 pub mod auth;
+pub mod bypass;
 pub mod config;
 pub mod exec;
 pub mod files;

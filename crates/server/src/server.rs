@@ -11,12 +11,13 @@ use toolsrv_vfs::{Auth, ConnInfo, NoAuth, Node};
 use toolsrv_metadata::{Catalog, Host};
 
 use crate::auth::{SecretAuth, SecretAuthPolicy};
+use crate::bypass::{Broker, Decision};
 use crate::config::ServeConfig;
-use crate::exec::{Executor, Refused};
+use crate::exec::{Executor, Prepared, Refused};
 use crate::procs::{ProcSpec, ProcTable};
 use crate::registry::Registry;
 use crate::socket;
-use toolsrv_protocol::{ProcState, ToolResult};
+use toolsrv_protocol::{format_rfc3339_millis, BypassRequest, ProcState, ToolResult};
 use toolsrv_sandbox::policy::PolicyStore;
 
 /// The daemon's state: configuration, authentication, and (as later layers land)
@@ -40,6 +41,8 @@ pub struct Server {
     pub executor: Executor,
     /// Every process of this run.
     pub procs: ProcTable,
+    /// Pending bypass requests.
+    pub broker: Broker,
     /// Where the built-in tools were written when the tools directory does not
     /// exist; removed when the server ends.
     _builtin_dir: Option<tempfile::TempDir>,
@@ -78,6 +81,7 @@ impl Server {
             registry: Registry::new(),
             executor: Executor::new(policy, config.landlock_abi_limit)?,
             procs: ProcTable::new(config.max_output),
+            broker: Broker::default(),
             _builtin_dir: builtin_dir,
             config,
         }))
@@ -96,13 +100,10 @@ impl Server {
             Ok(p) => p,
             Err(Refused(text)) => return ToolResult::error(text),
         };
-        if prep.payload.bypass {
-            return ToolResult::error("bypass requests are not supported yet");
-        }
         let proc = self
             .procs
-            .create(spec_of(&prep, false), ProcState::Running, Some(&cancel));
-        self.executor.run(&proc, &prep).await;
+            .create(spec_of(&prep, false), initial_state(&prep), Some(&cancel));
+        self.run_request(&proc, &prep).await;
         let st = proc.stat();
         crate::exec::result::build(
             st.state,
@@ -113,21 +114,84 @@ impl Server {
         )
     }
 
-    /// Start a background request (`proc/new.bg`); returns its pid at once.
+    /// Start a background request (`proc/new.bg`); returns its pid at once (also
+    /// for a bypass request, which then waits for approval in the background).
     pub fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
         let prep = self.executor.prepare(self, payload)?;
-        if prep.payload.bypass {
-            return Err(Refused("bypass requests are not supported yet".into()));
-        }
         let proc = self
             .procs
-            .create(spec_of(&prep, true), ProcState::Running, None);
+            .create(spec_of(&prep, true), initial_state(&prep), None);
         let pid = proc.pid;
         let server = self.clone();
         tokio::spawn(async move {
-            server.executor.run(&proc, &prep).await;
+            server.run_request(&proc, &prep).await;
         });
         Ok(pid)
+    }
+
+    /// Run a created process: through the bypass broker first when it asks for
+    /// bypass, then the executor.
+    async fn run_request(&self, proc: &Arc<crate::procs::Proc>, prep: &Prepared) {
+        if prep.payload.bypass && !self.await_approval(proc, prep).await {
+            return;
+        }
+        self.executor.run(proc, prep).await;
+    }
+
+    /// Queue a bypass request and wait for the observer. Returns whether to run;
+    /// otherwise the process has been finished (rejected, cancelled, killed).
+    async fn await_approval(&self, proc: &Arc<crate::procs::Proc>, prep: &Prepared) -> bool {
+        let (id, decision) = self.broker.submit(BypassRequest {
+            id: String::new(),
+            pid: proc.pid,
+            agent: prep.payload.agent.clone(),
+            session: prep.payload.session.clone(),
+            tool: prep.tool.name.clone(),
+            command: prep.display.clone(),
+            cwd: prep.cwd.display().to_string(),
+            env: prep.env.clone(),
+            created: format_rfc3339_millis(std::time::SystemTime::now()),
+        });
+        tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");
+        let decision = tokio::select! {
+            d = decision => d.unwrap_or_else(|_| Decision::Reject("withdrawn".into())),
+            _ = proc.stop.cancelled() => {
+                self.broker.withdraw(&id);
+                match proc.stop_signal() {
+                    Some(sig) => proc.finish(ProcState::Killed, 128 + sig),
+                    None => {
+                        proc.output.push(b"cancelled");
+                        proc.finish(ProcState::Cancelled, 128 + libc::SIGTERM);
+                    }
+                }
+                return false;
+            }
+            _ = tokio::time::sleep(self.config.bypass_timeout) => {
+                self.broker.withdraw(&id);
+                Decision::Reject("timed out".into())
+            }
+        };
+        match decision {
+            Decision::Approve => {
+                proc.set_state(ProcState::Running);
+                true
+            }
+            Decision::Reject(reason) => {
+                proc.output
+                    .push(format!("bypass rejected: {reason}").as_bytes());
+                proc.finish(ProcState::Rejected, 126);
+                false
+            }
+        }
+    }
+
+    /// Refuse observers that are tools (descendants of this server): a tool must
+    /// not approve its own bypass request, even under `--no-auth`.
+    pub fn check_observer(&self, conn: &toolsrv_vfs::ConnInfo) -> Result<(), toolsrv_vfs::Error> {
+        if conn.peer_pid.is_some_and(is_descendant_of_self) {
+            return Err(toolsrv_vfs::Error::permission_denied());
+        }
+        Ok(())
     }
 
     /// Dismiss finished processes older than `--gc-age`, periodically.
@@ -205,6 +269,45 @@ impl Server {
             });
         }
     }
+}
+
+/// A bypass request waits for approval; everything else runs at once.
+fn initial_state(prep: &Prepared) -> ProcState {
+    if prep.payload.bypass {
+        ProcState::AwaitingApproval
+    } else {
+        ProcState::Running
+    }
+}
+
+/// Whether `pid` is a descendant of this process (its parent chain reaches us).
+fn is_descendant_of_self(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..128 {
+        if p <= 1 {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            return false;
+        };
+        // The command name is in parentheses and may contain spaces: parse after the last ')'.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let Some(ppid) = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        if ppid == me {
+            return true;
+        }
+        p = ppid;
+    }
+    false
 }
 
 /// The fixed facts of a process for a prepared request.

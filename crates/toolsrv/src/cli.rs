@@ -197,6 +197,24 @@ pub enum Command {
         /// The toolsrv pid.
         pid: u64,
     },
+    /// Print the pending bypass requests (`-f`: keep waiting for new ones).
+    Pending {
+        /// Keep waiting and print each new request.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Approve a bypass request: the tool runs without the sandbox.
+    Approve {
+        /// The request id (e.g. `b7`).
+        id: String,
+    },
+    /// Reject a bypass request.
+    Reject {
+        /// The request id.
+        id: String,
+        /// Why (shown to the agent).
+        reason: Vec<String>,
+    },
     /// List a directory of the namespace (default: the root).
     Ls {
         /// A path inside the namespace, e.g. `proc`.

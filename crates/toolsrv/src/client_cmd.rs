@@ -90,6 +90,16 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
             None => client.kill(pid).await?,
         },
         Command::Dismiss { pid } => client.dismiss(pid).await?,
+        Command::Pending { follow } => pending(&client, global, follow).await?,
+        Command::Approve { id } => client.approve(&id).await?,
+        Command::Reject { id, reason } => {
+            let reason = if reason.is_empty() {
+                "rejected".to_string()
+            } else {
+                reason.join(" ")
+            };
+            client.reject(&id, &reason).await?
+        }
         Command::Info => {
             let data = client.read_file("info").await?;
             print_json(global, &data, |v| {
@@ -160,6 +170,29 @@ fn table(v: &serde_json::Value, cols: &[&str]) -> String {
     let mut out = vec![line(cols.iter().map(|c| c.to_uppercase()).collect())];
     out.extend(rows.into_iter().map(line));
     out.join("\n")
+}
+
+/// `toolsrv pending [-f]`: a readable line per request (JSON with `--json`).
+async fn pending(client: &Client, global: &Global, follow: bool) -> Result<()> {
+    let mut watch = client.pending().await?;
+    loop {
+        let next = if follow {
+            watch.next().await?
+        } else {
+            match tokio::time::timeout(std::time::Duration::from_millis(200), watch.next()).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(()),
+            }
+        };
+        if global.json {
+            println!("{}", serde_json::to_string(&next)?);
+        } else {
+            println!(
+                "{}  pid {}  agent {}  tool {}  cwd {}\n    {}",
+                next.id, next.pid, next.agent, next.tool, next.cwd, next.command
+            );
+        }
+    }
 }
 
 /// `rwxr-xr-x` from permission bits.

@@ -1,9 +1,11 @@
 //! The namespace of CONTRACT §4, declared in one place: [`spec`] builds the tree
 //! from the server's state, as the architecture's `BuildTree(Spec(server))`.
 //!
+//! - [`bypassfs`]: `bypass/pending`, `bypass/resolve`.
 //! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `tools_rev`.
 //! - [`procfs`]: `proc/list`, `proc/new`, `proc/new.bg`, `proc/{pid}/`.
 
+pub mod bypassfs;
 pub mod discovery;
 pub mod procfs;
 
@@ -12,13 +14,8 @@ use std::sync::Arc;
 use toolsrv_vfs::tree::{dir, dir_with, file};
 use toolsrv_vfs::Node;
 
-use crate::files::{Generated, WriteThenRead};
+use crate::files::WriteThenRead;
 use crate::server::Server;
-
-/// Placeholder for files whose feature lands in a later layer: opens, reads empty.
-fn placeholder() -> Generated<impl Fn() -> Result<Vec<u8>, toolsrv_vfs::Error> + Send + Sync> {
-    Generated(|| Ok(Vec::new()))
-}
 
 /// The whole tree.
 pub fn spec(server: &Arc<Server>) -> Node {
@@ -43,8 +40,8 @@ pub fn spec(server: &Arc<Server>) -> Node {
                 "bypass",
                 0o555,
                 vec![
-                    file("pending", 0o444, crate::files::Blocking),
-                    file("resolve", 0o200, placeholder()),
+                    file("pending", 0o444, bypassfs::PendingFile(server.clone())),
+                    file("resolve", 0o200, bypassfs::ResolveFile(server.clone())),
                 ],
             ),
             dir_with(

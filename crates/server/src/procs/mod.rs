@@ -7,7 +7,7 @@ pub mod output;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -60,6 +60,8 @@ pub struct Proc {
     pub stop: CancellationToken,
     /// Becomes true once the process has ended (state final).
     ended: watch::Sender<bool>,
+    /// A signal sent through `ctl` before the tool started (awaiting approval).
+    stop_signal: AtomicI32,
 }
 
 impl Proc {
@@ -125,8 +127,19 @@ impl Proc {
         self.lock().exit_code.unwrap_or(-1)
     }
 
-    /// Send `sig` to the tool's process group, if it runs.
+    /// The signal sent through `ctl` while awaiting approval, if any.
+    pub fn stop_signal(&self) -> Option<i32> {
+        Some(self.stop_signal.load(Ordering::Relaxed)).filter(|s| *s != 0)
+    }
+
+    /// Send `sig` to the tool's process group, if it runs. A process still
+    /// awaiting approval is stopped before it starts (its request withdrawn).
     pub fn signal(&self, sig: i32) -> Result<(), String> {
+        if self.state() == ProcState::AwaitingApproval {
+            self.stop_signal.store(sig, Ordering::Relaxed);
+            self.stop.cancel();
+            return Ok(());
+        }
         let Some(pgid) = self.os_pid() else {
             return Err(format!("process {} is not running", self.pid));
         };
@@ -211,6 +224,7 @@ impl ProcTable {
             output: Output::new(self.max_output),
             stop: parent.map_or_else(CancellationToken::new, |p| p.child_token()),
             ended: watch::channel(false).0,
+            stop_signal: AtomicI32::new(0),
         });
         self.lock().insert(pid, p.clone());
         p
