@@ -379,7 +379,11 @@ pub fn netprobe() -> &'static Path {
         let status = cmd.status().expect("run cargo build for netprobe");
         assert!(status.success(), "building the netprobe example failed");
         let probe = profile_dir.join("examples/netprobe");
-        assert!(probe.exists(), "{} missing after the build", probe.display());
+        assert!(
+            probe.exists(),
+            "{} missing after the build",
+            probe.display()
+        );
         probe
     })
 }

@@ -10,3 +10,5 @@ mod namespace;
 mod requests;
 mod socket;
 mod tools;
+mod sandbox;
+mod sandbox_fs;
