@@ -108,6 +108,9 @@ fn init_logging(c: &ServeConfig) -> Result<()> {
 }
 
 async fn run(config: ServeConfig) -> Result<()> {
+    // Handlers first: a signal that arrives once the socket exists must already
+    // take the clean shutdown path.
+    let signals = Signals::install()?;
     let policy = PolicyStore::open(&config.sandbox)?;
     let listener = socket::bind(&config.listen)?;
     let listen = config.listen.clone();
@@ -127,7 +130,7 @@ async fn run(config: ServeConfig) -> Result<()> {
     }
     let server = Server::new(config, policy).context("cannot start the server")?;
     let shutdown = CancellationToken::new();
-    tokio::spawn(watch_signals(shutdown.clone()));
+    tokio::spawn(signals.watch(shutdown.clone()));
     server.run(listener, shutdown).await;
     tracing::info!("shutting down");
     if let Err(e) = std::fs::remove_file(&listen) {
@@ -136,20 +139,28 @@ async fn run(config: ServeConfig) -> Result<()> {
     Ok(())
 }
 
-/// SIGINT/SIGTERM start the shutdown; a second one exits at once.
-async fn watch_signals(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    tracing::info!("signal received; shutting down");
-    shutdown.cancel();
-    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    tracing::warn!("second signal: exiting now");
-    std::process::exit(1);
+/// SIGINT and SIGTERM.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?,
+            term: signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?,
+        })
+    }
+
+    /// The first signal starts the shutdown; a second one exits at once.
+    async fn watch(mut self, shutdown: CancellationToken) {
+        tokio::select! { _ = self.int.recv() => {}, _ = self.term.recv() => {} }
+        tracing::info!("signal received; shutting down");
+        shutdown.cancel();
+        tokio::select! { _ = self.int.recv() => {}, _ = self.term.recv() => {} }
+        tracing::warn!("second signal: exiting now");
+        std::process::exit(1);
+    }
 }
