@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use toolsrv_wire::{Body, ORDWR};
+use toolsrv_wire::{Body, ORDWR, OREAD};
 
 use crate::util::{Raw, Server, WAIT};
 
@@ -33,7 +33,11 @@ pub const PROCSTAT_KEYS: [&str; 13] = [
 pub fn write_tool(dir: &Path, name: &str, text: &str) {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write tool file");
-    let mode = if name.ends_with(".yaml") { 0o644 } else { 0o755 };
+    let mode = if name.ends_with(".yaml") {
+        0o644
+    } else {
+        0o755
+    };
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod tool");
 }
 
@@ -113,7 +117,10 @@ pub fn text(result: &Value) -> String {
 
 /// The text of an error result (asserting `isError: true`).
 pub fn error_text(result: &Value) -> String {
-    assert_eq!(result["isError"], true, "expected an error result: {result}");
+    assert_eq!(
+        result["isError"], true,
+        "expected an error result: {result}"
+    );
     text(result)
 }
 
@@ -158,11 +165,13 @@ pub fn final_stat(c: &mut Raw, pid: u64) -> Value {
     last
 }
 
-/// Open `path` on `fid`, write the payload, and send a read without waiting
+/// Open `path` on `fid` (read-write when there is data, else read-only),
+/// write `data`, and send a read without waiting
 /// for its reply; returns the read's tag.
 pub fn start_read(c: &mut Raw, fid: u32, path: &str, data: &str) -> u16 {
     c.walk(fid, path).expect("walk");
-    c.ok(Body::Topen { fid, mode: ORDWR });
+    let mode = if data.is_empty() { OREAD } else { ORDWR };
+    c.ok(Body::Topen { fid, mode });
     if !data.is_empty() {
         c.ok(Body::Twrite {
             fid,
@@ -198,9 +207,8 @@ pub fn recv_tag(c: &mut Raw, tag: u16, others: &mut Vec<toolsrv_wire::Frame>) ->
 pub fn is_cancelled_reply(body: &Body) -> bool {
     match body {
         Body::Rerror { ename } => ename == "cancelled",
-        Body::Rread { data } => serde_json::from_slice::<Value>(data).is_ok_and(|v| {
-            v["isError"] == true && v["content"][0]["text"] == "cancelled"
-        }),
+        Body::Rread { data } => serde_json::from_slice::<Value>(data)
+            .is_ok_and(|v| v["isError"] == true && v["content"][0]["text"] == "cancelled"),
         _ => false,
     }
 }
