@@ -43,6 +43,8 @@ pub struct Server {
     pub procs: ProcTable,
     /// Pending bypass requests.
     pub broker: Broker,
+    /// Open connections and when the server was last busy (idle monitor).
+    pub activity: crate::lifecycle::Activity,
     /// Where the built-in tools were written when the tools directory does not
     /// exist; removed when the server ends.
     _builtin_dir: Option<tempfile::TempDir>,
@@ -51,7 +53,11 @@ pub struct Server {
 impl Server {
     /// A server for `config`. Fails only if the built-in tools cannot be
     /// written out (when the tools directory does not exist).
-    pub fn new(config: ServeConfig, policy: PolicyStore) -> std::io::Result<Arc<Server>> {
+    pub fn new(
+        config: ServeConfig,
+        policy: PolicyStore,
+        watchdog: Option<Arc<crate::watchdog::Watchdog>>,
+    ) -> std::io::Result<Arc<Server>> {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
             (config.tools_dir.clone(), None)
         } else {
@@ -79,7 +85,8 @@ impl Server {
             user: user.into(),
             catalog: Catalog::new(tools_dir, Host::current()),
             registry: Registry::new(),
-            executor: Executor::new(policy, config.landlock_abi_limit)?,
+            executor: Executor::new(policy, config.landlock_abi_limit, watchdog)?,
+            activity: crate::lifecycle::Activity::default(),
             procs: ProcTable::new(config.max_output),
             broker: Broker::default(),
             _builtin_dir: builtin_dir,
@@ -125,6 +132,7 @@ impl Server {
         let server = self.clone();
         tokio::spawn(async move {
             server.run_request(&proc, &prep).await;
+            crate::completion::notify(server.config.ollie.clone(), proc.stat());
         });
         Ok(pid)
     }
@@ -233,6 +241,10 @@ impl Server {
     pub async fn run(self: Arc<Self>, listener: UnixListener, shutdown: CancellationToken) {
         let root: Node = crate::namespace::spec(&self);
         tokio::spawn(self.clone().collect_garbage(shutdown.clone()));
+        tokio::spawn(self.clone().reap_orphans(shutdown.clone()));
+        if let Some(idle) = self.config.idle_timeout {
+            tokio::spawn(self.clone().idle_monitor(idle, shutdown.clone()));
+        }
         let auth = self.auth_policy();
         // Safety: getuid has no preconditions and cannot fail.
         let my_uid = unsafe { libc::getuid() };
@@ -262,12 +274,16 @@ impl Server {
             };
             tracing::debug!(conn = info.id, ?peer_pid, "connection accepted");
             let (root, auth) = (root.clone(), auth.clone());
+            let conn = self.activity.connection();
             tokio::spawn(async move {
                 let id = info.id;
                 toolsrv_vfs::serve_connection(stream, root, auth, info).await;
+                drop(conn);
                 tracing::debug!(conn = id, "connection closed");
             });
         }
+        drop(listener);
+        self.shut_down().await;
     }
 }
 

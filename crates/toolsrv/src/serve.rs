@@ -26,6 +26,18 @@ pub fn main(args: ServeArgs) -> ExitCode {
         eprintln!("toolsrv: {e:#}");
         return ExitCode::from(1);
     }
+    // Before any thread exists: fork the watchdog, and become the subreaper of
+    // everything our tools start.
+    let watchdog = match toolsrv_server::watchdog::Watchdog::start() {
+        Ok(w) => Some(Arc::new(w)),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the watchdog process; tools may outlive a killed server");
+            None
+        }
+    };
+    if let Err(e) = toolsrv_server::reaper::become_subreaper() {
+        tracing::error!(error = %e, "cannot become a child subreaper");
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -36,7 +48,7 @@ pub fn main(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(config)) {
+    match rt.block_on(run(config, watchdog)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -107,7 +119,10 @@ fn init_logging(c: &ServeConfig) -> Result<()> {
     Ok(())
 }
 
-async fn run(config: ServeConfig) -> Result<()> {
+async fn run(
+    config: ServeConfig,
+    watchdog: Option<Arc<toolsrv_server::watchdog::Watchdog>>,
+) -> Result<()> {
     // Handlers first: a signal that arrives once the socket exists must already
     // take the clean shutdown path.
     let signals = Signals::install()?;
@@ -121,14 +136,18 @@ async fn run(config: ServeConfig) -> Result<()> {
         policy = %config.sandbox.display(),
         auth = if config.no_auth { "off" } else { "secret" },
         yolo = config.yolo,
+        landlock_abi = toolsrv_sandbox::confine::landlock_abi(),
         "toolsrv serving"
     );
+    if config.yolo {
+        tracing::warn!("--yolo: tools run WITHOUT the Landlock sandbox; validation still applies");
+    }
     if config.no_auth {
         tracing::warn!(
             "authentication is off (--no-auth): any local client of this uid can run tools"
         );
     }
-    let server = Server::new(config, policy).context("cannot start the server")?;
+    let server = Server::new(config, policy, watchdog).context("cannot start the server")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(signals.watch(shutdown.clone()));
     server.run(listener, shutdown).await;

@@ -26,6 +26,9 @@ use toolsrv_sandbox::validate::{RateLimiter, Validator};
 pub use prepare::{Prepared, Refused};
 use spawner::Spawner;
 
+use crate::reaper::Tracked;
+use crate::watchdog::Watchdog;
+
 /// How many prepared confinements are kept for reuse.
 const CONFINEMENT_CACHE: usize = 16;
 
@@ -40,19 +43,30 @@ pub struct Executor {
     /// Pretend the kernel supports at most this Landlock ABI (test hook).
     pub abi_limit: Option<i32>,
     spawner: Spawner,
+    /// Tool pids the executor reaps itself (the orphan reaper leaves them alone).
+    pub tracked: Arc<Tracked>,
+    /// Kills tool process groups if toolsrv dies.
+    watchdog: Option<Arc<Watchdog>>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
     confinements: Mutex<Vec<(ResolvedRules, Arc<Confinement>)>>,
 }
 
 impl Executor {
     /// An executor using `policy`.
-    pub fn new(policy: PolicyStore, abi_limit: Option<i32>) -> std::io::Result<Executor> {
+    pub fn new(
+        policy: PolicyStore,
+        abi_limit: Option<i32>,
+        watchdog: Option<Arc<Watchdog>>,
+    ) -> std::io::Result<Executor> {
+        let tracked = Arc::new(Tracked::default());
         Ok(Executor {
+            spawner: Spawner::start(tracked.clone(), watchdog.clone())?,
+            tracked,
+            watchdog,
             policy,
             rate: RateLimiter::new(),
             own_env: std::env::vars().collect(),
             abi_limit,
-            spawner: Spawner::start()?,
             validators: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
         })

@@ -90,7 +90,7 @@ impl Executor {
         };
         let mut child = self.spawner.spawn(job).await?;
         proc.set_os_pid(Some(child.pid()));
-        tracing::debug!(pid = proc.pid, os_pid = child.pid(), tool = %proc.spec.tool, "process started");
+        tracing::info!(pid = proc.pid, os_pid = child.pid(), agent = %proc.spec.agent, tool = %proc.spec.tool, sandboxed = prep.confinement.is_some(), "process started");
         let pidfd = child
             .pidfd()
             .try_clone_to_owned()
@@ -157,7 +157,16 @@ impl Executor {
     fn abandon(&self, child: &mut Child, msg: String) -> String {
         let _ = child.signal_group(libc::SIGKILL);
         let _ = child.wait();
+        self.forget(child.pid());
         msg
+    }
+
+    /// A tool was reaped and its group killed: stop tracking it.
+    fn forget(&self, pid: i32) {
+        self.tracked.remove(pid);
+        if let Some(w) = &self.watchdog {
+            w.untrack(pid);
+        }
     }
 }
 

@@ -11,6 +11,9 @@ use tokio::sync::oneshot;
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::spawn::{spawn, Child, SpawnError, SpawnSpec};
 
+use crate::reaper::Tracked;
+use crate::watchdog::Watchdog;
+
 /// Everything a spawn needs, owned.
 pub struct Job {
     /// Absolute program path.
@@ -35,8 +38,12 @@ pub struct Spawner {
 }
 
 impl Spawner {
-    /// Start the spawner thread.
-    pub fn start() -> std::io::Result<Spawner> {
+    /// Start the spawner thread. Every child it starts is recorded in `tracked`
+    /// (before anything could reap it) and announced to the watchdog.
+    pub fn start(
+        tracked: Arc<Tracked>,
+        watchdog: Option<Arc<Watchdog>>,
+    ) -> std::io::Result<Spawner> {
         let (tx, rx) = mpsc::channel::<(Job, Reply)>();
         std::thread::Builder::new()
             .name("toolsrv-spawner".into())
@@ -51,6 +58,12 @@ impl Spawner {
                         confinement: job.confinement.as_deref(),
                     };
                     let r = spawn(&spec);
+                    if let Ok(child) = &r {
+                        tracked.insert(child.pid());
+                        if let Some(w) = &watchdog {
+                            w.track(child.pid());
+                        }
+                    }
                     drop(job);
                     let _ = reply.send(r);
                 }

@@ -1,0 +1,87 @@
+//! toolsrv is a child subreaper: orphaned descendants of tools (a tool that
+//! started something and exited) are re-parented to it rather than to init, so
+//! they can be reaped and, at shutdown, killed.
+//!
+//! Tools themselves are reaped through their pidfds by the executor; the reaper
+//! never calls `waitpid(-1)` (that would steal their statuses). It looks for
+//! zombie children that are not tracked tools and reaps those by pid.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Pids of tool processes the executor reaps itself.
+#[derive(Default)]
+pub struct Tracked(Mutex<HashSet<i32>>);
+
+impl Tracked {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// A tool was spawned.
+    pub fn insert(&self, pid: i32) {
+        self.lock().insert(pid);
+    }
+    /// A tool was reaped.
+    pub fn remove(&self, pid: i32) {
+        self.lock().remove(&pid);
+    }
+    fn contains(&self, pid: i32) -> bool {
+        self.lock().contains(&pid)
+    }
+}
+
+/// Make this process a child subreaper.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // Safety: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Our children: (pid, state letter).
+fn children() -> Vec<(i32, char)> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let mut f = rest.split_whitespace();
+            let state = f.next()?.chars().next()?;
+            let ppid: i32 = f.next()?.parse().ok()?;
+            (ppid == me).then_some((pid, state))
+        })
+        .collect()
+}
+
+/// Reap zombie children that are not tracked tools; returns how many.
+pub fn reap_orphans(tracked: &Tracked) -> usize {
+    let mut n = 0;
+    for (pid, state) in children() {
+        if state == 'Z' && !tracked.contains(pid) {
+            let mut status = 0;
+            // Safety: waitpid on one specific child with WNOHANG.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Kill every child that is not a tracked tool (and its group): used at shutdown
+/// for orphans re-parented to us.
+pub fn kill_orphans(tracked: &Tracked) {
+    for (pid, _) in children() {
+        if !tracked.contains(pid) {
+            // Safety: kill(2) of a process (group) that is our child.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
