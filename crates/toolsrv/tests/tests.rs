@@ -8,6 +8,7 @@ mod interop;
 mod malformed;
 mod namespace;
 mod procs;
+mod procs_cancel;
 mod procs_ctl;
 mod procs_util;
 mod requests;
