@@ -4,6 +4,7 @@
 mod util;
 
 mod auth;
+mod bypass;
 mod interop;
 mod malformed;
 mod namespace;

@@ -378,3 +378,45 @@ impl Raw {
         out
     }
 }
+
+/// Start `toolsrv serve` with its socket (`toolsrv.sock`), log and config
+/// directory in `dir` but `--cwd cwd` (so the socket and `<socket>.secret` can
+/// lie outside the cwd), with `env` added to the server's environment.
+pub fn start_server_at(
+    dir: tempfile::TempDir,
+    cwd: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Server {
+    let socket = dir.path().join("toolsrv.sock");
+    let log = dir.path().join("server.log");
+    let child = Command::new(bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .arg("--cwd")
+        .arg(cwd)
+        .arg("--log")
+        .arg(&log)
+        .args(extra)
+        .env("RUST_LOG", "debug")
+        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn toolsrv");
+    let s = Server {
+        dir,
+        socket,
+        child: Some(child),
+        log,
+    };
+    assert!(
+        wait_until(WAIT, || UnixStream::connect(&s.socket).is_ok()),
+        "server did not come up; log:\n{}",
+        s.log_text()
+    );
+    s
+}
