@@ -11,6 +11,7 @@ mod namespace;
 mod procs;
 mod procs_cancel;
 mod procs_ctl;
+mod procs_output;
 mod procs_util;
 mod requests;
 mod sandbox;
