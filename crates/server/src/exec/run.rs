@@ -179,7 +179,7 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
     loop {
         match rx.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => proc.output.push(&buf[..n]),
+            Ok(n) => proc.output.push_paced(&buf[..n]).await,
         }
     }
 }

@@ -143,6 +143,7 @@ struct OutFile(Arc<Proc>);
 impl File for OutFile {
     fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
         Ok(Arc::new(OutHandle {
+            follower: self.0.output.follow(),
             proc: self.0.clone(),
             cursor: tokio::sync::Mutex::new(Cursor::default()),
         }))
@@ -151,6 +152,8 @@ impl File for OutFile {
 
 struct OutHandle {
     proc: Arc<Proc>,
+    /// Registered with the output so the tool is paced to this reader.
+    follower: u64,
     cursor: tokio::sync::Mutex<Cursor>,
 }
 
@@ -158,7 +161,15 @@ struct OutHandle {
 impl Handle for OutHandle {
     async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
         let mut c = self.cursor.lock().await;
-        Ok(self.proc.output.read(&mut c, offset, count).await)
+        Ok(self
+            .proc
+            .output
+            .read_following(self.follower, &mut c, offset, count)
+            .await)
+    }
+
+    fn clunk(&self) {
+        self.proc.output.unfollow(self.follower);
     }
 }
 

@@ -2,10 +2,22 @@
 //! kept, the middle dropped and counted, so memory stays bounded whatever a
 //! tool prints. Readers follow it live through per-reader cursors.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
+
+/// A follower that has not read for this long no longer holds the tool back.
+const FOLLOWER_STALL: Duration = Duration::from_secs(2);
+
+/// A live reader of the output, by id: its stream position and last read.
+#[derive(Debug, Clone, Copy)]
+struct Follower {
+    pos: u64,
+    seen: Instant,
+}
 
 /// The marker that stands where bytes were dropped.
 pub fn omitted_marker(n: u64) -> String {
@@ -33,6 +45,12 @@ pub struct Output {
     buf: Mutex<Buf>,
     /// (bytes written so far, finished): readers wait on changes.
     progress: watch::Sender<(u64, bool)>,
+    /// Readers following the output live; the tool is paced so that they lose
+    /// nothing while they keep reading.
+    followers: Mutex<HashMap<u64, Follower>>,
+    next_follower: AtomicU64,
+    /// Signalled when a follower read (or left).
+    followed: Notify,
 }
 
 /// Where one reader is: the offset it asked for last (in what it was shown) and
@@ -57,7 +75,80 @@ impl Output {
                 total: 0,
             }),
             progress: watch::channel((0, false)).0,
+            followers: Mutex::new(HashMap::new()),
+            next_follower: AtomicU64::new(1),
+            followed: Notify::new(),
         }
+    }
+
+    /// Register a live reader; the tool is paced while it keeps reading.
+    pub fn follow(&self) -> u64 {
+        let id = self.next_follower.fetch_add(1, Ordering::Relaxed);
+        self.followers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id,
+                Follower {
+                    pos: 0,
+                    seen: Instant::now(),
+                },
+            );
+        id
+    }
+
+    /// The reader `id` is gone.
+    pub fn unfollow(&self, id: u64) {
+        self.followers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        self.followed.notify_waiters();
+    }
+
+    fn advance(&self, id: u64, pos: u64) {
+        if let Some(f) = self
+            .followers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            f.pos = pos;
+            f.seen = Instant::now();
+        }
+        self.followed.notify_waiters();
+    }
+
+    /// Whether appending `n` bytes now would drop bytes a live follower has not read.
+    fn would_outrun(&self, n: usize) -> bool {
+        let (tail_start_after, head_cap) = {
+            let b = self.lock();
+            let total = b.total + n as u64;
+            (total.saturating_sub(b.tail_cap as u64), b.head_cap as u64)
+        };
+        let now = Instant::now();
+        self.followers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .any(|f| {
+                now.duration_since(f.seen) < FOLLOWER_STALL
+                    && tail_start_after > f.pos.max(head_cap)
+            })
+    }
+
+    /// Append bytes, first waiting (a bounded time) while a live follower would
+    /// otherwise lose some: a follower that keeps reading gets every byte, and one
+    /// that stalls stops holding the tool back after a while.
+    pub async fn push_paced(&self, data: &[u8]) {
+        while self.would_outrun(data.len()) {
+            let notified = self.followed.notified();
+            if !self.would_outrun(data.len()) {
+                break;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), notified).await;
+        }
+        self.push(data);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Buf> {
@@ -136,6 +227,21 @@ impl Output {
         };
         cursor.shown += out.len() as u64;
         out
+    }
+
+    /// [`Output::read`] for the registered follower `id`.
+    pub async fn read_following(
+        &self,
+        id: u64,
+        cursor: &mut Cursor,
+        offset: u64,
+        count: u32,
+    ) -> Vec<u8> {
+        // Mark this follower as reading (not stalled) while it waits.
+        self.advance(id, cursor.stream);
+        let data = self.read(cursor, offset, count).await;
+        self.advance(id, cursor.stream);
+        data
     }
 
     /// Read at `offset` for a reader at `cursor`: returns new bytes, waiting while
@@ -226,6 +332,47 @@ mod tests {
             got.extend(d);
         }
         assert_eq!(got, b"de\n[toolsrv: 8 bytes omitted]\n89XYZ".to_vec());
+    }
+
+    #[tokio::test]
+    async fn a_live_follower_loses_nothing_and_paces_the_writer() {
+        let o = std::sync::Arc::new(Output::new(16));
+        let id = o.follow();
+        let writer = {
+            let o = o.clone();
+            tokio::spawn(async move {
+                for i in 0..64u8 {
+                    o.push_paced(&[i; 4]).await;
+                }
+                o.finish();
+            })
+        };
+        let mut c = Cursor::default();
+        let mut got = Vec::new();
+        loop {
+            let at = c.shown;
+            let d = o.read_following(id, &mut c, at, 3).await;
+            if d.is_empty() {
+                break;
+            }
+            got.extend(d);
+        }
+        writer.await.unwrap();
+        let want: Vec<u8> = (0..64u8).flat_map(|i| [i; 4]).collect();
+        assert_eq!(got, want, "a follower that keeps reading sees every byte");
+        // Meanwhile the retained output stayed bounded.
+        assert!(o.snapshot().len() < 16 + 40);
+    }
+
+    #[tokio::test]
+    async fn a_departed_follower_does_not_hold_the_writer() {
+        let o = Output::new(16);
+        let id = o.follow();
+        o.unfollow(id);
+        for i in 0..64u8 {
+            o.push_paced(&[i; 4]).await;
+        }
+        assert!(String::from_utf8_lossy(&o.snapshot()).contains("bytes omitted"));
     }
 
     #[tokio::test]
