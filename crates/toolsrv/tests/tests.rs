@@ -9,6 +9,7 @@ mod interop;
 mod malformed;
 mod namespace;
 mod procs;
+mod procs_builtin;
 mod procs_cancel;
 mod procs_ctl;
 mod procs_output;

@@ -1,0 +1,227 @@
+//! The built-in tools end to end through the CLI (`toolsrv call`), and the
+//! process commands `bg`, `wait`, `out`, `kill`, `dismiss`.
+
+use std::process::{Command, Output, Stdio};
+
+use crate::procs_util::stat;
+use crate::util::{bin, Server};
+
+/// A `--no-auth` server serving the built-in tools.
+fn builtin_server() -> Server {
+    Server::start(&["--no-auth", "--tools", "/nonexistent/toolsrv-tools"])
+}
+
+/// Run the CLI against `srv`.
+fn cli(srv: &Server, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("TOOLSRV_SOCKET", &srv.socket)
+        .env("TOOLSRV_SECRET", "unused-without-auth")
+        .env("OLLIE_CFG_PATH", srv.dir.path().join("cfg"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the CLI")
+}
+
+/// `(exit code, stdout)`; stderr is shown on failure to help debugging.
+fn run(srv: &Server, args: &[&str]) -> (i32, String) {
+    let o = cli(srv, args);
+    let code = o.status.code().unwrap_or(-1);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    if code != 0 && code != 1 {
+        panic!(
+            "{args:?} exited {code}; stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    (code, out)
+}
+
+#[test]
+fn shell_prints_output_and_reports_a_failing_status() {
+    let srv = builtin_server();
+    assert_eq!(
+        run(&srv, &["call", "shell", "command=echo hi; echo err >&2"]),
+        (0, "hi\nerr\n".into())
+    );
+    assert_eq!(
+        run(&srv, &["call", "shell", "command=echo out; exit 3"]),
+        (1, "out\nexit status 3\n".into())
+    );
+    // The command runs in the server's --cwd.
+    let (code, out) = run(&srv, &["call", "shell", "command=pwd"]);
+    let cwd = std::fs::canonicalize(srv.dir.path()).expect("canonical");
+    assert_eq!((code, out.trim_end()), (0, cwd.to_str().expect("utf8")));
+    // A refused request is an error result too: exit 1 with the reason.
+    let (code, out) = run(
+        &srv,
+        &["call", "--timeout", "nope", "shell", "command=true"],
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("timeout") && out.contains("nope"), "{out}");
+}
+
+#[test]
+fn file_write_then_file_read_with_numbered_lines() {
+    let srv = builtin_server();
+    assert_eq!(
+        run(
+            &srv,
+            &["call", "file_write", "path=sub/a.txt", "content=one\ntwo\n"]
+        ),
+        (0, "wrote 8 bytes to sub/a.txt\n".into())
+    );
+    let written = std::fs::read(srv.dir.path().join("sub/a.txt")).expect("written");
+    assert_eq!(written, b"one\ntwo\n");
+    assert_eq!(
+        run(&srv, &["call", "file_read", "path=sub/a.txt"]),
+        (0, "     1\tone\n     2\ttwo\n".into())
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_read", "path=sub/a.txt", "offset=2"]),
+        (0, "     2\ttwo\n".into())
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_read", "path=sub/a.txt", "limit=1"]),
+        (
+            0,
+            "     1\tone\n(1 more lines; continue with offset 2)\n".into()
+        )
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_read", "path=sub/a.txt", "offset=5"]),
+        (
+            0,
+            "(offset 5 is past the end of the file, which has 2 lines)\n".into()
+        )
+    );
+    let (code, out) = run(&srv, &["call", "file_read", "path=sub/a.txt", "offset=x"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("\"offset\""), "{out}");
+}
+
+#[test]
+fn file_edit_unique_missing_and_repeated_strings() {
+    let srv = builtin_server();
+    let dir = srv.dir.path().join("sub");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("a.txt"), "one\ntwo\n").expect("write");
+    std::fs::write(dir.join("b.txt"), "x x\n").expect("write");
+    assert_eq!(
+        run(
+            &srv,
+            &[
+                "call",
+                "file_edit",
+                "path=sub/a.txt",
+                "old=two",
+                "new=three"
+            ]
+        ),
+        (0, "replaced 1 occurrence in sub/a.txt\n".into())
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).expect("read"),
+        "one\nthree\n"
+    );
+    assert_eq!(
+        run(
+            &srv,
+            &["call", "file_edit", "path=sub/a.txt", "old=zzz", "new=y"]
+        ),
+        (
+            1,
+            "old string not found in sub/a.txt\nexit status 1\n".into()
+        )
+    );
+    assert_eq!(
+        run(
+            &srv,
+            &["call", "file_edit", "path=sub/b.txt", "old=x", "new=y"]
+        ),
+        (
+            1,
+            "old string occurs 2 times in sub/b.txt; it must be unique\nexit status 1\n".into()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b.txt")).expect("read"),
+        "x x\n"
+    );
+}
+
+#[test]
+fn file_glob_and_file_grep() {
+    let srv = builtin_server();
+    let dir = srv.dir.path().join("sub/deep");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(srv.dir.path().join("sub/a.txt"), "one\nthree\n").expect("write");
+    std::fs::write(srv.dir.path().join("sub/b.txt"), "x\n").expect("write");
+    std::fs::write(dir.join("c.txt"), "three times\n").expect("write");
+    std::fs::write(dir.join("d.rs"), "fn main() {}\n").expect("write");
+    assert_eq!(
+        run(&srv, &["call", "file_glob", "pattern=sub/*.txt"]),
+        (0, "sub/a.txt\nsub/b.txt\n".into())
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_glob", "pattern=sub/**/*.txt"]),
+        (0, "sub/a.txt\nsub/b.txt\nsub/deep/c.txt\n".into())
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_glob", "pattern=nope/*.x"]),
+        (0, "no files match nope/*.x\n".into())
+    );
+    let (code, out) = run(&srv, &["call", "file_grep", "pattern=thr+ee", "path=sub"]);
+    assert_eq!(code, 0);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["sub/a.txt:2:three", "sub/deep/c.txt:1:three times"]);
+    assert_eq!(
+        run(&srv, &["call", "file_grep", "pattern=absent", "path=sub"]),
+        (0, "no matches for absent in sub\n".into())
+    );
+}
+
+#[test]
+fn bg_prints_a_pid_and_wait_out_kill_dismiss_work_on_it() {
+    let srv = builtin_server();
+    let (code, out) = run(
+        &srv,
+        &["bg", "--agent", "a7", "shell", "command=echo bg; exit 5"],
+    );
+    assert_eq!(code, 0);
+    let pid: u64 = out
+        .trim_end()
+        .parse()
+        .unwrap_or_else(|_| panic!("bg printed {out:?}, not a pid"));
+    assert!(
+        out.ends_with('\n') && !out.trim_end().contains('\n'),
+        "{out:?}"
+    );
+    let o = cli(&srv, &["wait", &pid.to_string()]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "5\n");
+    assert_eq!(o.status.code(), Some(5));
+    assert_eq!(run(&srv, &["out", &pid.to_string()]), (0, "bg\n".into()));
+    let mut c = srv.attached();
+    let st = stat(&mut c, pid);
+    assert_eq!(
+        (&st["agent"], &st["background"]),
+        (&"a7".into(), &true.into())
+    );
+
+    let (_, out) = run(&srv, &["bg", "shell", "command=exec sleep 30"]);
+    let sleeper = out.trim_end().to_string();
+    // Wait until it runs (its stat exists and the tool has been spawned).
+    let pid2: u64 = sleeper.parse().expect("pid");
+    assert!(crate::util::wait_until(crate::util::WAIT, || {
+        cli(&srv, &["kill", &sleeper, "TERM"]).status.success()
+    }));
+    let o = cli(&srv, &["wait", &sleeper]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "143\n");
+    assert_eq!(stat(&mut c, pid2)["state"], "killed");
+    assert!(cli(&srv, &["dismiss", &sleeper]).status.success());
+    assert_eq!(
+        c.walk(70, &format!("proc/{pid2}")).unwrap_err(),
+        "file not found"
+    );
+}
