@@ -215,6 +215,13 @@ impl Fixture {
         }
         args.extend(extra.iter().map(|s| s.to_string()));
         let srv = start_server(&args, env);
+        if matches!(mode, Mode::EmbeddedDefault) {
+            assert!(
+                srv.log_text().contains("using the built-in default policy"),
+                "not on the embedded policy:\n{}",
+                srv.log_text()
+            );
+        }
         let mut f = Fixture {
             srv,
             outside,

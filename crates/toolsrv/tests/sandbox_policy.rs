@@ -115,6 +115,17 @@ fn sandbox_profile_strict_uses_its_own_file() {
     assert!(o.is_error, "{o:?}");
     assert!(o.text.contains("unknown sandbox profile \"nope\""), "{o:?}");
     assert!(!f.cwd().join("nope.txt").exists());
+    // Profile names cannot leave the sandbox/ directory.
+    std::fs::write(
+        f.out("policy/evil.yaml"),
+        Policy::new(f.outside.path()).text(),
+    )
+    .unwrap();
+    for name in ["../evil", "../sandbox", "/etc/passwd", ".hidden"] {
+        let o = f.call("a1", "sh", "touch escaped.txt", &[("sandbox", name)]);
+        assert!(o.is_error, "{name}: {o:?}");
+        assert!(!f.cwd().join("escaped.txt").exists(), "{name} ran");
+    }
 }
 
 #[test]
