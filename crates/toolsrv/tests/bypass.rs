@@ -744,18 +744,24 @@ fn a_tool_that_daemonizes_cannot_approve_under_no_auth() {
     let client = install_client(srv.dir.path());
     let out = srv.dir.path().join("escaped.out");
     let done = srv.dir.path().join("escaped.done");
-    // The tool starts a detached grandchild (new session, parent gone) and
-    // exits; the grandchild tries to approve.
+    // The tool starts a detached grandchild (new session) and exits; once its
+    // parent is gone (it is an orphan) the grandchild tries to approve.
+    let started = srv.dir.path().join("escaped.started");
     let inner = format!(
-        "{} --socket {} approve {id} > {} 2>&1; touch {}",
+        "touch {}; while kill -0 $PPID 2>/dev/null; do sleep 0.05; done; \
+         {} --socket {} approve {id} > {} 2>&1; touch {}",
+        sh_quote(&started.display().to_string()),
         sh_quote(&client.display().to_string()),
         sh_quote(&srv.socket.display().to_string()),
         sh_quote(&out.display().to_string()),
         sh_quote(&done.display().to_string()),
     );
+    // The tool waits until the grandchild runs in its own session: the tool's
+    // process group is killed when the tool exits.
     let cmd = format!(
-        "setsid sh -c {} < /dev/null > /dev/null 2>&1 &",
-        sh_quote(&inner)
+        "setsid sh -c {} < /dev/null > /dev/null 2>&1 & while [ ! -e {} ]; do sleep 0.05; done",
+        sh_quote(&inner),
+        sh_quote(&started.display().to_string()),
     );
     let (is_error, text) = result_text(&call(&mut a, &shell(&cmd, &[])));
     assert!(!is_error, "{text}");
@@ -858,4 +864,85 @@ fn cli_pending_lists_follows_and_resolves() {
         "{err}"
     );
     reject(&mut o, &id_of(&r3), "cleanup");
+}
+
+/// The selfapprove example binary (crates/toolsrv/examples/selfapprove.rs),
+/// built once per test run with the same cargo and profile as this test binary.
+fn selfapprove() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        // target/<profile>/deps/integration-<hash>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in target/<profile>/deps")
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "--example",
+            "selfapprove",
+            "-p",
+            "toolsrv",
+        ])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build for selfapprove");
+        assert!(status.success(), "building the selfapprove example failed");
+        let path = profile_dir.join("examples/selfapprove");
+        assert!(path.exists(), "{} missing after the build", path.display());
+        path
+    })
+}
+
+/// Run selfapprove (copied into the server's cwd) as a tool in `mode` against
+/// request `id`; returns what it reported.
+fn run_selfapprove(srv: &Server, a: &mut Raw, mode: &str, id: &str) -> String {
+    let exe = srv.dir.path().join("selfapprove");
+    if !exe.exists() {
+        std::fs::copy(selfapprove(), &exe).expect("copy selfapprove");
+    }
+    let out = srv.dir.path().join(format!("selfapprove-{mode}.out"));
+    let cmd = format!(
+        "{} {mode} {} {id} {} < /dev/null > /dev/null 2>&1",
+        sh_quote(&exe.display().to_string()),
+        sh_quote(&srv.socket.display().to_string()),
+        sh_quote(&out.display().to_string()),
+    );
+    let (is_error, text) = result_text(&call(a, &shell(&cmd, &[])));
+    assert!(!is_error, "{text}");
+    assert!(
+        wait_until(WAIT, || out.exists()),
+        "selfapprove {mode} reported nothing"
+    );
+    std::fs::read_to_string(&out).expect("read report")
+}
+
+#[test]
+fn a_tool_whose_connecting_process_exited_cannot_approve_under_no_auth() {
+    let (srv, mut a) = session(&[]);
+    let mut o = srv.attached();
+    open_pending(&mut o, 1);
+    let pid = bg(&mut a, &bypass("echo approved", &[])).expect("bg");
+    let id = id_of(&next_request(&mut o, 1));
+
+    // Control: the connecting process itself asks, and is refused.
+    let said = run_selfapprove(&srv, &mut a, "direct", &id);
+    assert_eq!(said, "permission denied");
+
+    // The connection outlives the process that made it: still refused.
+    let said = run_selfapprove(&srv, &mut a, "handoff", &id);
+    let st = stat(&mut a, pid);
+    assert_eq!(
+        st["state"], "awaiting_approval",
+        "a tool approved its request through a connection whose creator exited \
+         (it said {said:?}): {st}"
+    );
+    assert_eq!(said, "permission denied");
 }
