@@ -320,12 +320,13 @@ fn pending_request_has_exactly_the_contract_fields_and_the_complete_env() {
         "one line per request: {line:?}"
     );
     let req: Value = serde_json::from_str(line.trim_end()).expect("pending JSON");
-    let keys: Vec<&str> = req
+    let mut keys: Vec<&str> = req
         .as_object()
         .expect("object")
         .keys()
         .map(String::as_str)
         .collect();
+    keys.sort_unstable();
     assert_eq!(keys, PENDING_KEYS, "{req}");
     let id = id_of(&req);
     assert!(
@@ -945,4 +946,43 @@ fn a_tool_whose_connecting_process_exited_cannot_approve_under_no_auth() {
          (it said {said:?}): {st}"
     );
     assert_eq!(said, "permission denied");
+}
+
+#[test]
+fn closing_the_connection_withdraws_but_flushing_the_read_does_not() {
+    let (srv, mut a) = session(&[]);
+    let mut o = srv.attached();
+    open_pending(&mut o, 1);
+
+    // Flushing the blocked result read abandons the read only: the request
+    // stays pending, and a new read on the same fid returns the result.
+    let tag = start_call(&mut a, 70, &bypass("echo kept", &[]));
+    let req = next_request(&mut o, 1);
+    flush(&mut a, tag);
+    let mut fresh = srv.attached();
+    open_pending(&mut fresh, 1);
+    assert_eq!(
+        next_request(&mut fresh, 1),
+        req,
+        "flush withdrew the request"
+    );
+    assert_eq!(stat(&mut a, pid_of(&req))["state"], "awaiting_approval");
+    approve(&mut o, &id_of(&req));
+    let tag = send_read(&mut a, 70, 65536);
+    let (is_error, text) = result_text(&finish_call(&mut a, tag));
+    assert!(!is_error, "{text}");
+    assert_eq!(text, "kept\n");
+
+    // Closing the requester's connection clunks its fids: withdrawn.
+    let mut gone = srv.attached();
+    start_call(&mut gone, 70, &bypass("echo gone", &[]));
+    let req = next_request(&mut o, 1);
+    drop(gone);
+    wait_state(&mut a, pid_of(&req), "cancelled");
+    let id = id_of(&req);
+    assert_eq!(
+        resolve(&mut o, &format!(r#"{{"id": "{id}", "approve": true}}"#)),
+        Err(format!("unknown bypass request \"{id}\""))
+    );
+    assert_nothing_pending(&mut o, 2);
 }
