@@ -1,15 +1,18 @@
 //! The client handle and its high-level operations.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use toolsrv_wire::{decode_stat, Body, Stat, NOFID, ORDWR, OREAD, OWRITE};
 
-use crate::conn::{Conn, Req, REQUESTED_MSIZE};
+use crate::conn::{Conn, Pending, Req, REQUESTED_MSIZE};
 use crate::error::ClientError;
 use crate::file::{FidGuard, RemoteFile};
 use crate::path::{elements, walk_reqs};
 use crate::reply;
+use crate::session::{Session, Slot};
 
 /// The user name sent in `Tauth` and `Tattach`.
 const UNAME: &str = "agent";
@@ -39,35 +42,33 @@ impl std::fmt::Debug for Auth {
 /// A connection to a toolsrv server. Cheap to clone; all clones share one
 /// connection, which closes when the last clone (and every [`RemoteFile`]) is
 /// dropped. Several requests may be outstanding at once.
+///
+/// Reconnect: when the server goes away (a restart), requests in flight fail
+/// with [`ClientError::Disconnected`], and the next request on any clone
+/// reconnects and authenticates again with the saved secret (trying with
+/// backoff for up to 5 s, see [`Client::set_reconnect_timeout`]); every clone
+/// then uses the new connection and the new token. [`RemoteFile`]s opened
+/// before stay on the old connection and fail with `Disconnected`.
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    conn: Arc<Conn>,
-    root: u32,
-    token: Option<String>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.conn.shutdown();
-    }
+    inner: Arc<Slot>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.inner.current();
         f.debug_struct("Client")
-            .field("msize", &self.inner.conn.msize())
-            .field("authenticated", &self.inner.token.is_some())
+            .field("msize", &s.conn.msize())
+            .field("authenticated", &s.token.is_some())
+            .field("connected", &!s.is_dead())
             .finish()
     }
 }
 
 impl Client {
     /// Connect to the server listening on `socket`, negotiate 9P2000 (msize
-    /// 1 MiB at most) and attach, authenticating per `auth`.
+    /// 1 MiB at most) and attach, authenticating per `auth`. The first
+    /// connection is not retried: an absent server fails at once.
     pub async fn connect(socket: &Path, auth: Auth) -> Result<Client, ClientError> {
         Client::connect_with_msize(socket, auth, REQUESTED_MSIZE).await
     }
@@ -79,51 +80,81 @@ impl Client {
         auth: Auth,
         msize: u32,
     ) -> Result<Client, ClientError> {
-        let conn = Conn::connect(socket, msize).await?;
-        let root = conn.alloc_fid()?;
-        let token = match auth {
-            Auth::None => {
-                attach(&conn, root, NOFID).await?;
-                None
-            }
-            Auth::Secret(secret) => authenticate(&conn, root, &secret).await?,
-        };
+        let first = Session::open(socket, &auth, msize).await?;
         Ok(Client {
-            inner: Arc::new(Inner { conn, root, token }),
+            inner: Arc::new(Slot::new(socket, auth, msize, first)),
         })
     }
 
+    /// How long a request keeps trying to reconnect after the connection was
+    /// lost (default 5 s; `Duration::ZERO` turns reconnecting off, so requests
+    /// after a disconnect fail with [`ClientError::Disconnected`]). Applies to
+    /// every clone.
+    pub fn set_reconnect_timeout(&self, timeout: Duration) {
+        self.inner.set_window(timeout);
+    }
+
+    /// Whether the current connection is open. After a disconnect this is
+    /// false until a request reconnects.
+    pub fn is_connected(&self) -> bool {
+        !self.inner.current().is_dead()
+    }
+
     /// The session token read during authentication (64 hex characters), or
-    /// `None` when the server does not require authentication.
+    /// `None` when the server does not require authentication. After a
+    /// reconnect to a restarted server this is the new server's token.
     pub fn token(&self) -> Option<&str> {
-        self.inner.token.as_deref()
+        self.inner.token()
     }
 
     /// The fid attached to the root (always 0: the first fid allocated), for
     /// raw requests sent with [`Client::rpc`].
     pub fn root_fid(&self) -> u32 {
-        self.inner.root
+        self.inner.current().root
     }
 
     /// The negotiated msize.
     pub fn msize(&self) -> u32 {
-        self.inner.conn.msize()
+        self.inner.current().conn.msize()
     }
 
     /// How many fids this connection currently holds (the root and auth fids
     /// included); a fid is released when the server answers its `Tclunk`.
     pub fn fids_in_use(&self) -> usize {
-        self.inner.conn.fids_in_use()
+        self.inner.current().conn.fids_in_use()
     }
 
     /// How many requests on this connection await a reply, counting abandoned
     /// ones whose reply or `Rflush` has not arrived yet.
     pub fn outstanding_requests(&self) -> usize {
-        self.inner.conn.tags_in_use()
+        self.inner.current().conn.tags_in_use()
     }
 
-    fn conn(&self) -> &Arc<Conn> {
-        &self.inner.conn
+    /// A live session (reconnecting if needed), a fresh fid on it, and the
+    /// first batch of requests, built by `build(session, fid)`, sent. If the
+    /// connection turns out dead before anything was sent, it reconnects and
+    /// tries once more (nothing reached the server, so this is safe for any
+    /// request).
+    async fn begin<'a>(
+        &self,
+        build: impl Fn(&Session, u32) -> Vec<Req<'a>>,
+    ) -> Result<(Arc<Session>, u32, Vec<Pending>), ClientError> {
+        let mut s = self.inner.session().await?;
+        let mut retried = false;
+        loop {
+            let sent = s
+                .conn
+                .alloc_fid()
+                .and_then(|fid| Ok((fid, s.conn.send(build(&s, fid))?)));
+            match sent {
+                Ok((fid, pending)) => return Ok((s, fid, pending)),
+                Err(ClientError::Disconnected) if !retried => {
+                    retried = true;
+                    s = self.inner.reconnect(&s).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Read the whole file at `path`.
@@ -136,14 +167,18 @@ impl Client {
     /// Tread: the server answers a read that cannot complete at once in its
     /// own task, and a clunk arriving meanwhile cancels it.)
     pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, ClientError> {
-        let conn = self.conn();
-        let fid = conn.alloc_fid()?;
-        let max = conn.max_io();
         let names = elements(path);
-        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
-        reqs.push(Req::body(Body::Topen { fid, mode: OREAD }));
-        reqs.push(Req::read(fid, 0, max));
-        let pending = conn.send(reqs)?;
+        let counts = walk_reqs(0, 0, &names).1;
+        let (s, fid, pending) = self
+            .begin(|s, fid| {
+                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                reqs.push(Req::body(Body::Topen { fid, mode: OREAD }));
+                reqs.push(Req::read(fid, 0, s.conn.max_io()));
+                reqs
+            })
+            .await?;
+        let conn = &s.conn;
+        let max = conn.max_io();
         // Dropped on every path out of here: clunks without waiting.
         let _guard = FidGuard::new(conn.clone(), fid);
         let mut pending = pending.into_iter();
@@ -186,19 +221,35 @@ impl Client {
     /// leave in one socket write. Dropping the future cancels the request:
     /// the outstanding read is flushed and the fid clunked.
     pub async fn transact(&self, path: &str, request: &[u8]) -> Result<Vec<u8>, ClientError> {
-        self.read_pipelined(path, ORDWR, request).await
+        self.read_pipelined(path, ORDWR, |_| Cow::Borrowed(request))
+            .await
+    }
+
+    /// [`Client::transact`] with a request built from the token of the
+    /// connection it is sent on (`proc/new` payloads carry the token, which
+    /// changes when the client reconnects to a restarted server).
+    pub(crate) async fn transact_with_token(
+        &self,
+        path: &str,
+        request: impl Fn(Option<&str>) -> String,
+    ) -> Result<Vec<u8>, ClientError> {
+        self.read_pipelined(path, ORDWR, |t| Cow::Owned(request(t).into_bytes()))
+            .await
     }
 
     /// Open `path` with `mode` (`OREAD`, `OWRITE`, `ORDWR`, ...).
     pub async fn open(&self, path: &str, mode: u8) -> Result<RemoteFile, ClientError> {
-        let conn = self.conn();
-        let fid = conn.alloc_fid()?;
         let names = elements(path);
-        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
-        reqs.push(Req::body(Body::Topen { fid, mode }));
-        let pending = conn.send(reqs)?;
+        let counts = walk_reqs(0, 0, &names).1;
+        let (s, fid, pending) = self
+            .begin(|s, fid| {
+                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                reqs.push(Req::body(Body::Topen { fid, mode }));
+                reqs
+            })
+            .await?;
         // From here on the fid is clunked whatever happens.
-        let guard = FidGuard::new(conn.clone(), fid);
+        let guard = FidGuard::new(s.conn.clone(), fid);
         let mut pending = pending.into_iter();
         let mut first_err = None;
         for (n, p) in counts.iter().zip(pending.by_ref()) {
@@ -214,12 +265,14 @@ impl Client {
             return Err(e);
         }
         let (qid, iounit) = opened?;
-        Ok(RemoteFile::new(self.clone(), guard, qid, iounit))
+        Ok(RemoteFile::new(s, guard, qid, iounit))
     }
 
     /// List the directory at `path`: its stat entries in the server's order.
     pub async fn list_dir(&self, path: &str) -> Result<Vec<Stat>, ClientError> {
-        let data = self.read_pipelined(path, OREAD, &[]).await?;
+        let data = self
+            .read_pipelined(path, OREAD, |_| Cow::Borrowed(&[][..]))
+            .await?;
         let mut rest = &data[..];
         let mut out = Vec::new();
         while !rest.is_empty() {
@@ -239,13 +292,17 @@ impl Client {
 
     /// The stat entry of `path` (walk, Tstat and Tclunk in one write).
     pub async fn stat(&self, path: &str) -> Result<Stat, ClientError> {
-        let conn = self.conn();
-        let fid = conn.alloc_fid()?;
         let names = elements(path);
-        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
-        reqs.push(Req::body(Body::Tstat { fid }));
-        reqs.push(Req::clunk(fid));
-        let mut pending = conn.send(reqs)?.into_iter();
+        let counts = walk_reqs(0, 0, &names).1;
+        let (_s, _fid, pending) = self
+            .begin(|s, fid| {
+                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                reqs.push(Req::body(Body::Tstat { fid }));
+                reqs.push(Req::clunk(fid));
+                reqs
+            })
+            .await?;
+        let mut pending = pending.into_iter();
         let mut first_err = None;
         for (n, p) in counts.iter().zip(pending.by_ref()) {
             keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
@@ -263,33 +320,54 @@ impl Client {
     /// included). For tests and diagnostics: fids used here must not collide
     /// with the client's own (which count up from 0); use high numbers.
     pub async fn rpc(&self, body: Body) -> Result<Body, ClientError> {
-        self.conn().call(Req::body(body))?.await
+        let s = self.inner.session().await?;
+        let reply = s.conn.call(Req::body(body))?;
+        reply.await
     }
 
-    /// Walk, open with `mode`, write `request` (if any), then read until a
-    /// read returns 0 bytes; the first write and the first read are pipelined
-    /// with the walk and open.
-    async fn read_pipelined(
+    /// Walk, open with `mode`, write the request (if any; built by `make` from
+    /// the token of the connection used), then read until a read returns 0
+    /// bytes; the first write and the first read are pipelined with the walk
+    /// and open.
+    async fn read_pipelined<'r>(
         &self,
         path: &str,
         mode: u8,
-        request: &[u8],
+        make: impl Fn(Option<&str>) -> Cow<'r, [u8]>,
     ) -> Result<Vec<u8>, ClientError> {
-        let conn = self.conn();
-        let fid = conn.alloc_fid()?;
-        let max = conn.max_io();
         let names = elements(path);
-        let (mut reqs, counts) = walk_reqs(self.inner.root, fid, &names);
-        reqs.push(Req::body(Body::Topen { fid, mode }));
+        let counts = walk_reqs(0, 0, &names).1;
+        let mut s = self.inner.session().await?;
+        let mut retried = false;
+        let (request, fid, pending) = loop {
+            let request = make(s.token());
+            let max = s.conn.max_io();
+            let first_write = request.len().min(max as usize);
+            let sent = s.conn.alloc_fid().and_then(|fid| {
+                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                reqs.push(Req::body(Body::Topen { fid, mode }));
+                if !request.is_empty() {
+                    reqs.push(Req::write(fid, 0, &request[..first_write]));
+                }
+                if first_write == request.len() {
+                    reqs.push(Req::read(fid, 0, max));
+                }
+                Ok((fid, s.conn.send(reqs)?))
+            });
+            match sent {
+                Ok((fid, pending)) => break (request, fid, pending),
+                // Nothing reached the server: safe to send on a new connection.
+                Err(ClientError::Disconnected) if !retried => {
+                    retried = true;
+                    s = self.inner.reconnect(&s).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let conn = &s.conn;
+        let max = conn.max_io();
         let first_write = request.len().min(max as usize);
         let pipelined = first_write == request.len();
-        if !request.is_empty() {
-            reqs.push(Req::write(fid, 0, &request[..first_write]));
-        }
-        if pipelined {
-            reqs.push(Req::read(fid, 0, max));
-        }
-        let pending = conn.send(reqs)?;
         let guard = FidGuard::new(conn.clone(), fid);
         let mut pending = pending.into_iter();
         let mut first_err = None;
@@ -351,7 +429,7 @@ impl Client {
 }
 
 /// Attach `fid` to the root with `afid`.
-async fn attach(conn: &Arc<Conn>, fid: u32, afid: u32) -> Result<(), ClientError> {
+pub(crate) async fn attach(conn: &Arc<Conn>, fid: u32, afid: u32) -> Result<(), ClientError> {
     let body = conn
         .call(Req::body(Body::Tattach {
             fid,
@@ -365,7 +443,7 @@ async fn attach(conn: &Arc<Conn>, fid: u32, afid: u32) -> Result<(), ClientError
 
 /// The CONTRACT §3 exchange; returns the token, or `None` if the server does
 /// not require authentication.
-async fn authenticate(
+pub(crate) async fn authenticate(
     conn: &Arc<Conn>,
     root: u32,
     secret: &str,

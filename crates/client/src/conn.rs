@@ -198,6 +198,11 @@ impl Conn {
             .ok_or_else(|| ClientError::Protocol("all fids are in use".into()))
     }
 
+    /// Whether the connection is closed (by us, the server, or an I/O error).
+    pub(crate) fn is_dead(&self) -> bool {
+        self.lock().dead
+    }
+
     /// Number of tags allocated: requests whose reply (or flush) is awaited.
     pub(crate) fn tags_in_use(&self) -> usize {
         self.lock().tags.in_use()

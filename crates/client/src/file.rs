@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use toolsrv_wire::Qid;
 
-use crate::client::Client;
 use crate::conn::{Conn, Req};
 use crate::error::ClientError;
 use crate::reply;
+use crate::session::Session;
 
 /// Owns a fid: dropping it while armed sends `Tclunk` without waiting for the
 /// reply, which is how an abandoned call is cancelled on the server.
@@ -39,8 +39,9 @@ impl Drop for FidGuard {
 /// A file opened with [`Client::open`]. Dropping it without [`RemoteFile::clunk`]
 /// clunks it in the background (fire and forget).
 pub struct RemoteFile {
-    // Keeps the connection open while the file is.
-    _client: Client,
+    // Keeps the connection open while the file is (the connection it was
+    // opened on: after a reconnect the file fails with `Disconnected`).
+    _session: Arc<Session>,
     guard: FidGuard,
     qid: Qid,
     iounit: u32,
@@ -58,7 +59,7 @@ impl std::fmt::Debug for RemoteFile {
 }
 
 impl RemoteFile {
-    pub(crate) fn new(client: Client, guard: FidGuard, qid: Qid, iounit: u32) -> Self {
+    pub(crate) fn new(session: Arc<Session>, guard: FidGuard, qid: Qid, iounit: u32) -> Self {
         let msize_io = guard.conn.max_io();
         let max_io = if iounit == 0 {
             msize_io
@@ -66,7 +67,7 @@ impl RemoteFile {
             iounit.min(msize_io)
         };
         RemoteFile {
-            _client: client,
+            _session: session,
             guard,
             qid,
             iounit,

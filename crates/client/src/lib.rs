@@ -14,6 +14,10 @@
 //! Cancellation: dropping the future of a call abandons it; an outstanding
 //! read is flushed (`Tflush`) and the call's fid clunked, which cancels a
 //! running tool.
+//!
+//! Reconnect: after the server restarts, the same [`Client`] (and every clone)
+//! reconnects on its next request and authenticates again with its saved
+//! secret; requests that were in flight fail with [`ClientError::Disconnected`].
 
 mod alloc;
 mod client;
@@ -23,6 +27,7 @@ mod file;
 mod path;
 mod reply;
 pub mod secret;
+mod session;
 mod tools;
 
 pub use client::{Auth, Client};

@@ -136,7 +136,7 @@ impl Client {
     /// Run a tool and wait for its result. Dropping the future cancels the run.
     pub async fn call(&self, req: &CallRequest) -> Result<ToolResult, ClientError> {
         let out = self
-            .transact("proc/new", req.payload(self.token()).as_bytes())
+            .transact_with_token("proc/new", |t| req.payload(t))
             .await?;
         json("proc/new", &out)
     }
@@ -144,7 +144,7 @@ impl Client {
     /// Start a tool in the background; returns its pid.
     pub async fn spawn(&self, req: &CallRequest) -> Result<u64, ClientError> {
         let out = self
-            .transact("proc/new.bg", req.payload(self.token()).as_bytes())
+            .transact_with_token("proc/new.bg", |t| req.payload(t))
             .await?;
         decimal("proc/new.bg", &out)
     }

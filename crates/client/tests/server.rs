@@ -269,6 +269,8 @@ async fn remote_file_reads_at_offsets() {
 async fn dropping_a_blocked_read_flushes_it_and_dropping_the_file_clunks_it() {
     let s = Server::start(true);
     let c = connect(&s).await;
+    // No server comes back here: fail at once instead of trying to reconnect.
+    c.set_reconnect_timeout(Duration::ZERO);
     let f = bounded(c.open("bypass/pending", OREAD))
         .await
         .expect("open pending");
@@ -309,6 +311,8 @@ async fn dropping_a_call_future_cancels_its_read_and_fid() {
 async fn a_dead_server_fails_waiting_and_later_requests_with_disconnected() {
     let mut s = Server::start(true);
     let c = connect(&s).await;
+    // No server comes back here: fail at once instead of trying to reconnect.
+    c.set_reconnect_timeout(Duration::ZERO);
     let f = bounded(c.open("bypass/pending", OREAD))
         .await
         .expect("open");
