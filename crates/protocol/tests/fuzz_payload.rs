@@ -106,17 +106,8 @@ fn parse_payload_survives_mutation() {
                 accepted += 1;
                 assert_eq!(validate_tool_name(&p.tool), Ok(()), "{input:?}");
                 assert_eq!(validate_agent_id(&p.agent), Ok(()), "{input:?}");
-                let values = p.args.iter().chain(&p.env).map(|(_, v)| v);
-                let unrepresentable = values
-                    .chain(&p.token)
-                    .chain(&p.session)
-                    .chain(&p.cwd)
-                    .chain(&p.sandbox)
-                    .any(|v| v.ends_with('\r'));
-                if !unrepresentable {
-                    let again = parse_payload(p.encode().as_bytes());
-                    assert_eq!(again.as_ref().ok(), Some(&p), "{input:?}");
-                }
+                let again = parse_payload(p.encode().as_bytes());
+                assert_eq!(again.as_ref().ok(), Some(&p), "{input:?}");
                 if let Err(e) = convert_args(&p.args, &schema) {
                     assert!(!e.to_string().is_empty());
                 }

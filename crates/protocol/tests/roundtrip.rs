@@ -18,10 +18,9 @@ fn value() -> impl Strategy<Value = String> {
     prop_oneof![any::<String>(), "[\\\\\nn=\r a\u{e9}]{0,16}"]
 }
 
-/// A value that can be represented in a payload: a trailing `\r` would be read as a CRLF
-/// line ending (documented limitation).
+/// A field value: anything (every byte but the escapes stands for itself).
 fn field_value() -> impl Strategy<Value = String> {
-    value().prop_filter("trailing carriage return", |v| !v.ends_with('\r'))
+    value()
 }
 
 fn name() -> impl Strategy<Value = String> {
@@ -109,13 +108,6 @@ proptest! {
     fn payload_encode_parses_back(p in payload()) {
         let text = p.encode();
         let parsed = parse_payload(text.as_bytes()).map_err(|e| TestCaseError::fail(format!("{e}: {text:?}")))?;
-        prop_assert_eq!(parsed, p);
-    }
-
-    #[test]
-    fn crlf_payloads_parse_like_lf(p in payload()) {
-        let crlf = p.encode().replace('\n', "\r\n");
-        let parsed = parse_payload(crlf.as_bytes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(parsed, p);
     }
 

@@ -84,9 +84,13 @@ impl Broker {
         Ok(())
     }
 
-    /// Withdraw `id` (its request was cancelled, killed or timed out).
-    pub fn withdraw(&self, id: &str) {
-        self.lock().retain(|p| p.request.id != id);
+    /// Withdraw `id` (its request was cancelled, killed or timed out); returns
+    /// whether it was still pending.
+    pub fn withdraw(&self, id: &str) -> bool {
+        let mut g = self.lock();
+        let before = g.len();
+        g.retain(|p| p.request.id != id);
+        g.len() != before
     }
 
     /// The oldest pending request this observer has not seen, waiting while

@@ -17,16 +17,22 @@ impl Tracked {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-    /// A tool was spawned.
-    pub fn insert(&self, pid: i32) {
-        self.lock().insert(pid);
+    /// Spawn while holding the lock, recording the new pid before the orphan
+    /// reaper can look at it (a fast tool may already be a zombie when `spawn`
+    /// returns).
+    pub fn spawning<T, E>(
+        &self,
+        spawn: impl FnOnce() -> Result<T, E>,
+        pid_of: impl FnOnce(&T) -> i32,
+    ) -> Result<T, E> {
+        let mut g = self.lock();
+        let t = spawn()?;
+        g.insert(pid_of(&t));
+        Ok(t)
     }
     /// A tool was reaped.
     pub fn remove(&self, pid: i32) {
         self.lock().remove(&pid);
-    }
-    fn contains(&self, pid: i32) -> bool {
-        self.lock().contains(&pid)
     }
 }
 
@@ -60,8 +66,19 @@ fn children() -> Vec<(i32, char)> {
 /// Reap zombie children that are not tracked tools; returns how many.
 pub fn reap_orphans(tracked: &Tracked) -> usize {
     let mut n = 0;
-    for (pid, state) in children() {
-        if state == 'Z' && !tracked.contains(pid) {
+    let zombies: Vec<i32> = children()
+        .into_iter()
+        .filter(|(_, state)| *state == 'Z')
+        .map(|(pid, _)| pid)
+        .collect();
+    if zombies.is_empty() {
+        return 0;
+    }
+    // Hold the lock while deciding and reaping, so a tool being spawned right
+    // now (recorded under the same lock) is never taken for an orphan.
+    let g = tracked.lock();
+    for pid in zombies {
+        if !g.contains(&pid) {
             let mut status = 0;
             // Safety: waitpid on one specific child with WNOHANG.
             if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
@@ -75,8 +92,9 @@ pub fn reap_orphans(tracked: &Tracked) -> usize {
 /// Kill every child that is not a tracked tool (and its group): used at shutdown
 /// for orphans re-parented to us.
 pub fn kill_orphans(tracked: &Tracked) {
+    let g = tracked.lock();
     for (pid, _) in children() {
-        if !tracked.contains(pid) {
+        if !g.contains(&pid) {
             // Safety: kill(2) of a process (group) that is our child.
             unsafe {
                 libc::kill(-pid, libc::SIGKILL);

@@ -161,8 +161,9 @@ impl Server {
             created: format_rfc3339_millis(std::time::SystemTime::now()),
         });
         tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");
-        let decision = tokio::select! {
-            d = decision => d.unwrap_or_else(|_| Decision::Reject("withdrawn".into())),
+        let mut decision = decision;
+        let decided = tokio::select! {
+            d = &mut decision => d.unwrap_or_else(|_| Decision::Reject("withdrawn".into())),
             _ = proc.stop.cancelled() => {
                 self.broker.withdraw(&id);
                 match proc.stop_signal() {
@@ -175,11 +176,15 @@ impl Server {
                 return false;
             }
             _ = tokio::time::sleep(self.config.bypass_timeout) => {
-                self.broker.withdraw(&id);
-                Decision::Reject("timed out".into())
+                if self.broker.withdraw(&id) {
+                    Decision::Reject("timed out".into())
+                } else {
+                    // Resolved just as the timeout fired: the observer's decision stands.
+                    decision.await.unwrap_or_else(|_| Decision::Reject("timed out".into()))
+                }
             }
         };
-        match decision {
+        match decided {
             Decision::Approve => {
                 proc.set_state(ProcState::Running);
                 true
@@ -196,7 +201,10 @@ impl Server {
     /// Refuse observers that are tools (descendants of this server): a tool must
     /// not approve its own bypass request, even under `--no-auth`.
     pub fn check_observer(&self, conn: &toolsrv_vfs::ConnInfo) -> Result<(), toolsrv_vfs::Error> {
-        if conn.peer_pid.is_some_and(is_descendant_of_self) {
+        let now = conn
+            .peer_pid
+            .is_none_or(|p| is_descendant_of_self(p) != Some(false));
+        if conn.peer_is_descendant || now {
             return Err(toolsrv_vfs::Error::permission_denied());
         }
         Ok(())
@@ -269,6 +277,9 @@ impl Server {
                 id: self.next_conn.fetch_add(1, Ordering::Relaxed),
                 peer_uid,
                 peer_pid,
+                // Decided now, while the peer certainly exists; unsure counts as a tool.
+                peer_is_descendant: peer_pid
+                    .is_none_or(|p| is_descendant_of_self(p) != Some(false)),
                 user: self.user.clone(),
                 mtime: self.started,
             };
@@ -296,34 +307,24 @@ fn initial_state(prep: &Prepared) -> ProcState {
     }
 }
 
-/// Whether `pid` is a descendant of this process (its parent chain reaches us).
-fn is_descendant_of_self(pid: i32) -> bool {
+/// Whether `pid` is a descendant of this process (its parent chain reaches us);
+/// `None` when that cannot be told (the process is gone, `/proc` unreadable).
+fn is_descendant_of_self(pid: i32) -> Option<bool> {
     let me = std::process::id() as i32;
     let mut p = pid;
-    for _ in 0..128 {
+    for _ in 0..4096 {
+        if p == me {
+            return Some(true);
+        }
         if p <= 1 {
-            return false;
+            return Some(false);
         }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            return false;
-        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
         // The command name is in parentheses and may contain spaces: parse after the last ')'.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        let Some(ppid) = rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            return false;
-        };
-        if ppid == me {
-            return true;
-        }
-        p = ppid;
+        let rest = &stat[stat.rfind(')')? + 1..];
+        p = rest.split_whitespace().nth(1)?.parse().ok()?;
     }
-    false
+    None
 }
 
 /// The fixed facts of a process for a prepared request.

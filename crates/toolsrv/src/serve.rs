@@ -13,8 +13,47 @@ use toolsrv_server::{socket, ServeConfig, Server};
 use crate::cli::ServeArgs;
 use crate::paths::{config_dir, default_tools_dir, expand_tilde};
 
+/// Wipe every `TOOLSRV_*` variable (the client's secret, a token) from this
+/// process's environment, including the original bytes that
+/// `/proc/<pid>/environ` shows, so no tool can read them there even if a policy
+/// grants `/proc`. Call while single-threaded.
+fn scrub_environment() {
+    extern "C" {
+        static mut environ: *const *mut libc::c_char;
+    }
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("TOOLSRV_"))
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    // Safety: single-threaded (before the runtime and the watchdog exist); we
+    // only overwrite bytes inside the NUL-terminated strings the environment
+    // array points to, never past their terminators.
+    unsafe {
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            let entry = *p;
+            let len = libc::strlen(entry);
+            let bytes = std::slice::from_raw_parts_mut(entry.cast::<u8>(), len);
+            if bytes.starts_with(b"TOOLSRV_") {
+                if let Some(eq) = bytes.iter().position(|&b| b == b'=') {
+                    bytes[eq + 1..].fill(b'x');
+                }
+            }
+            p = p.add(1);
+        }
+    }
+    for n in names {
+        // Safety: single-threaded, see above.
+        unsafe { std::env::remove_var(n) };
+    }
+}
+
 /// Run the daemon; configuration errors found at startup exit 1.
 pub fn main(args: ServeArgs) -> ExitCode {
+    scrub_environment();
     let config = match resolve(args) {
         Ok(c) => c,
         Err(e) => {

@@ -41,6 +41,9 @@ pub struct ConnInfo {
     pub peer_uid: Option<u32>,
     /// The peer's pid (`SO_PEERCRED`), when known.
     pub peer_pid: Option<i32>,
+    /// Whether the peer is (or may be) a descendant of this server, i.e. one of
+    /// its tools: decided at accept, `true` when it could not be ruled out.
+    pub peer_is_descendant: bool,
     /// Owner name shown in stat entries.
     pub user: Arc<str>,
     /// mtime/atime shown in stat entries (the server's start, in Unix seconds).

@@ -11,8 +11,9 @@ use crate::duration::parse_duration;
 
 /// Parses a request payload.
 ///
-/// The payload is UTF-8 text with one `key=value` field per line, split at the first `=`. A
-/// `\r` before a `\n` is dropped and empty lines are skipped. Values are unescaped with
+/// The payload is UTF-8 text with one `key=value` field per line, split at the first `=`.
+/// Empty lines are skipped; every other byte of a value is itself (CONTRACT §6), so a `\r`
+/// before a `\n` belongs to the value. Values are unescaped with
 /// [`unescape_value`](super::unescape_value). Reserved keys fill the named fields (see
 /// CONTRACT §6); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
 /// [`Payload::args`]. Empty `session`, `cwd` and `sandbox` values count as absent.
@@ -83,19 +84,9 @@ pub fn parse_payload(bytes: &[u8]) -> Result<Payload, PayloadError> {
     Ok(payload)
 }
 
-/// The non-empty lines of `text`, each without its `\n` and without a `\r` just before it.
+/// The non-empty lines of `text`, each without its `\n`.
 fn lines(text: &str) -> impl Iterator<Item = &str> {
-    let mut segments = text.split('\n').peekable();
-    std::iter::from_fn(move || {
-        let segment = segments.next()?;
-        // Only a segment that was followed by `\n` had a line ending to tolerate `\r` in.
-        let terminated = segments.peek().is_some();
-        Some(match segment.strip_suffix('\r') {
-            Some(stripped) if terminated => stripped,
-            _ => segment,
-        })
-    })
-    .filter(|line| !line.is_empty())
+    text.split('\n').filter(|line| !line.is_empty())
 }
 
 fn non_empty(value: String) -> Option<String> {
@@ -202,13 +193,13 @@ mod tests {
     }
 
     #[test]
-    fn tolerates_crlf_and_blank_lines() {
-        let p = parse("\r\n\ntool=t\r\n\r\nagent=a\r\nx=1\r\n\n\n");
+    fn skips_blank_lines_and_keeps_carriage_returns() {
+        let p = parse("\n\ntool=t\n\nagent=a\nx=1\r\n\n\n");
         assert_eq!(
             p.map(|p| (p.tool, p.agent, p.args)),
-            Ok(("t".into(), "a".into(), vec![("x".into(), "1".into())]))
+            Ok(("t".into(), "a".into(), vec![("x".into(), "1\r".into())]))
         );
-        // A carriage return not followed by a newline is part of the value.
+        // A carriage return is part of the value wherever it stands.
         let p = parse("tool=t\nagent=a\nx=1\r");
         assert_eq!(p.map(|p| p.args), Ok(vec![("x".into(), "1\r".into())]));
         let p = parse("tool=t\nagent=a\nx=1\r2\n");

@@ -128,6 +128,16 @@ impl Executor {
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
         let cwd = resolve_cwd(&server.config.cwd, payload.cwd.as_deref())?;
+        let sandboxed = !server.config.yolo && !payload.bypass;
+        // `{CWD}` in the policy is the request's directory: a sandboxed request
+        // must not widen its own sandbox by naming `/` or another tree.
+        if sandboxed && !cwd.starts_with(&server.config.cwd) {
+            return Err(Refused(format!(
+                "working directory {:?} is outside the server's --cwd {:?}",
+                cwd.display().to_string(),
+                server.config.cwd.display().to_string()
+            )));
+        }
         let policy = match payload.sandbox.as_deref() {
             None | Some("default") => self.policy.current(),
             Some(name) => self.policy.profile(name)?,
@@ -143,7 +153,7 @@ impl Executor {
             env: self.own_env.clone(),
         };
         let tmpdir = ctx.private_tmpdir();
-        let confinement = if server.config.yolo || payload.bypass {
+        let confinement = if !sandboxed {
             None
         } else {
             let rules = policy.resolve(&ctx, &exec_paths(&tool, &inv.program));

@@ -89,7 +89,9 @@ impl Executor {
             confinement: prep.confinement.clone(),
         };
         let mut child = self.spawner.spawn(job).await?;
-        proc.set_os_pid(Some(child.pid()));
+        if let Some(sig) = proc.started(child.pid()) {
+            let _ = child.signal_group(sig);
+        }
         tracing::info!(pid = proc.pid, os_pid = child.pid(), agent = %proc.spec.agent, tool = %proc.spec.tool, sandboxed = prep.confinement.is_some(), "process started");
         let pidfd = child
             .pidfd()
@@ -143,7 +145,7 @@ impl Executor {
             .ok()
             .flatten()
             .or_else(|| child.wait().ok());
-        proc.set_os_pid(None);
+        self.forget(child.pid());
         let status = status.ok_or("cannot reap the process")?;
         Ok(match (end, status) {
             (End::TimedOut, s) => (ProcState::Timeout, s.code()),

@@ -57,12 +57,9 @@ impl Spawner {
                         output: std::os::fd::AsFd::as_fd(&job.output),
                         confinement: job.confinement.as_deref(),
                     };
-                    let r = spawn(&spec);
-                    if let Ok(child) = &r {
-                        tracked.insert(child.pid());
-                        if let Some(w) = &watchdog {
-                            w.track(child.pid());
-                        }
+                    let r = tracked.spawning(|| spawn(&spec), Child::pid);
+                    if let (Ok(child), Some(w)) = (&r, &watchdog) {
+                        w.track(child.pid());
                     }
                     drop(job);
                     let _ = reply.send(r);

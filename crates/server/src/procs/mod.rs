@@ -42,6 +42,8 @@ struct Mutable {
     ended: Option<(SystemTime, Instant)>,
     /// The OS pid (= process group id) while the tool runs.
     os_pid: Option<i32>,
+    /// A signal asked for before the tool was spawned: delivered once it is.
+    pending_signal: Option<i32>,
 }
 
 /// One process: a tool run, from request to dismissal.
@@ -84,9 +86,12 @@ impl Proc {
         self.sandboxed.store(v, Ordering::Relaxed);
     }
 
-    /// Record the OS pid of the running tool.
-    pub fn set_os_pid(&self, pid: Option<i32>) {
-        self.lock().os_pid = pid;
+    /// Record the OS pid of the tool just spawned; returns a signal that was
+    /// asked for before it existed, to be delivered now.
+    pub fn started(&self, pid: i32) -> Option<i32> {
+        let mut m = self.lock();
+        m.os_pid = Some(pid);
+        m.pending_signal.take()
     }
 
     /// The OS pid (process group) while running.
@@ -135,13 +140,23 @@ impl Proc {
     /// Send `sig` to the tool's process group, if it runs. A process still
     /// awaiting approval is stopped before it starts (its request withdrawn).
     pub fn signal(&self, sig: i32) -> Result<(), String> {
-        if self.state() == ProcState::AwaitingApproval {
-            self.stop_signal.store(sig, Ordering::Relaxed);
-            self.stop.cancel();
-            return Ok(());
-        }
-        let Some(pgid) = self.os_pid() else {
-            return Err(format!("process {} is not running", self.pid));
+        let pgid = {
+            let mut m = self.lock();
+            match (m.state, m.os_pid) {
+                (ProcState::AwaitingApproval, _) => {
+                    drop(m);
+                    self.stop_signal.store(sig, Ordering::Relaxed);
+                    self.stop.cancel();
+                    return Ok(());
+                }
+                (_, Some(pgid)) => pgid,
+                // Running, but the tool is not spawned yet: deliver on start.
+                (ProcState::Running, None) => {
+                    m.pending_signal = Some(sig);
+                    return Ok(());
+                }
+                _ => return Err(format!("process {} is not running", self.pid)),
+            }
         };
         // Safety: kill(2) with a negative pid signals that process group; no memory involved.
         let r = unsafe { libc::kill(-pgid, sig) };
@@ -220,6 +235,7 @@ impl ProcTable {
                 exit_code: None,
                 ended: None,
                 os_pid: None,
+                pending_signal: None,
             }),
             output: Output::new(self.max_output),
             stop: parent.map_or_else(CancellationToken::new, |p| p.child_token()),
