@@ -28,9 +28,14 @@ pub struct Args {
     pub iters: Option<usize>,
     /// The runtime flavours to run the client on.
     pub flavours: Vec<Flavour>,
+    /// Bytes the streaming bench's tool prints (`--stream-size`).
+    pub stream_size: u64,
     /// `--help` was given.
     pub help: bool,
 }
+
+/// The default of `--stream-size`: 1 GiB.
+pub const DEFAULT_STREAM_SIZE: u64 = 1 << 30;
 
 /// A command line that cannot be parsed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -44,6 +49,9 @@ pub enum ArgsError {
     /// `--runtime` with an unknown flavour.
     #[error("--runtime {0:?} is not one of current, multi, both")]
     BadRuntime(String),
+    /// `--stream-size` with something that is not a size.
+    #[error("--stream-size {0:?} is not a positive size (bytes, or with KiB, MiB or GiB)")]
+    BadSize(String),
     /// A flag this program does not know.
     #[error("unknown option {0:?} (try --help)")]
     UnknownOption(String),
@@ -51,7 +59,7 @@ pub enum ArgsError {
 
 /// The usage text.
 pub const USAGE: &str = "\
-usage: toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]
+usage: toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both] [--stream-size S]
 
 Runs the named benchmarks (default: all) against the real toolsrv binary
 (target/release/toolsrv next to this executable, or $TOOLSRV_BIN) and prints
@@ -59,6 +67,7 @@ each figure beside a baseline measured in the same run.
 
   --iters N      measured iterations per figure, after warm-up (default per bench)
   --runtime R    client runtime flavour: current (default), multi, or both
+  --stream-size S  bytes the call-stream tool prints (default 1GiB; KiB/MiB/GiB)
 ";
 
 impl Args {
@@ -68,6 +77,7 @@ impl Args {
             names: Vec::new(),
             iters: None,
             flavours: vec![Flavour::CurrentThread],
+            stream_size: DEFAULT_STREAM_SIZE,
             help: false,
         };
         let mut it = args.into_iter();
@@ -100,12 +110,28 @@ impl Args {
                         _ => return Err(ArgsError::BadRuntime(v)),
                     };
                 }
+                "--stream-size" => {
+                    let v = value("--stream-size")?;
+                    out.stream_size = parse_size(&v).ok_or(ArgsError::BadSize(v))?;
+                }
                 f if f.starts_with('-') => return Err(ArgsError::UnknownOption(a)),
                 _ => out.names.push(a),
             }
         }
         Ok(out)
     }
+}
+
+/// A positive size: a whole number of bytes, optionally with KiB, MiB or GiB.
+fn parse_size(v: &str) -> Option<u64> {
+    let (num, mult) = [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)]
+        .iter()
+        .find_map(|(suf, m)| v.strip_suffix(suf).map(|n| (n, *m)))
+        .unwrap_or((v, 1));
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
 }
 
 #[cfg(test)]
@@ -132,6 +158,29 @@ mod tests {
         assert_eq!(a.iters, Some(500));
         assert_eq!(a.flavours, [Flavour::CurrentThread, Flavour::MultiThread]);
         assert_eq!(parse(&["--iters=7"]).expect("parses").iters, Some(7));
+    }
+
+    #[test]
+    fn stream_size_takes_units() {
+        assert_eq!(parse(&[]).expect("parses").stream_size, 1 << 30);
+        assert_eq!(
+            parse(&["--stream-size", "64MiB"])
+                .expect("parses")
+                .stream_size,
+            64 << 20
+        );
+        assert_eq!(
+            parse(&["--stream-size=1000"]).expect("parses").stream_size,
+            1000
+        );
+        assert_eq!(
+            parse(&["--stream-size", "0KiB"]),
+            Err(ArgsError::BadSize("0KiB".into()))
+        );
+        assert_eq!(
+            parse(&["--stream-size", "1GB"]).unwrap_err().to_string(),
+            "--stream-size \"1GB\" is not a positive size (bytes, or with KiB, MiB or GiB)"
+        );
     }
 
     #[test]

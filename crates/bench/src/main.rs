@@ -3,7 +3,9 @@
 //!
 //! `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]`
 
+mod agent;
 mod args;
+mod bare;
 mod benches;
 mod echo;
 mod machine;
@@ -11,11 +13,12 @@ mod raw9p;
 mod report;
 mod server;
 mod stats;
+mod tooldir;
 
 use std::process::ExitCode;
 
 use args::{Args, USAGE};
-use benches::{Bench, Ctx, ALL};
+use benches::{Bench, Ctx, ALL, PARTS};
 
 fn main() -> ExitCode {
     let args = match Args::parse(std::env::args().skip(1)) {
@@ -28,14 +31,18 @@ fn main() -> ExitCode {
     if args.help {
         print!("{USAGE}\nbenches:\n");
         for b in ALL {
-            println!("  {:<10} {}", b.name, b.about);
+            println!("  {:<16} {}", b.name, b.about);
+        }
+        println!("parts (run by their bench, or alone by name):");
+        for b in PARTS {
+            println!("  {:<16} {}", b.name, b.about);
         }
         return ExitCode::SUCCESS;
     }
     let selected = match select(&args.names) {
         Ok(s) => s,
         Err(name) => {
-            let known: Vec<&str> = ALL.iter().map(|b| b.name).collect();
+            let known: Vec<&str> = ALL.iter().chain(PARTS).map(|b| b.name).collect();
             eprintln!(
                 "toolsrv-bench: unknown bench {name:?}; known: {}",
                 known.join(", ")
@@ -62,6 +69,7 @@ fn main() -> ExitCode {
         bin,
         iters: args.iters,
         flavours: args.flavours,
+        stream_size: args.stream_size,
     };
     let mut failed = false;
     for b in selected {
@@ -84,7 +92,12 @@ fn select(names: &[String]) -> Result<Vec<&'static Bench>, String> {
     }
     names
         .iter()
-        .map(|n| ALL.iter().find(|b| b.name == n).ok_or_else(|| n.clone()))
+        .map(|n| {
+            ALL.iter()
+                .chain(PARTS)
+                .find(|b| b.name == n)
+                .ok_or_else(|| n.clone())
+        })
         .collect()
 }
 
@@ -99,5 +112,11 @@ mod tests {
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].name, "rtt");
         assert_eq!(select(&["nope".to_string()]).unwrap_err(), "nope");
+        let part = select(&["call-stream".to_string()]).expect("part");
+        assert_eq!(part[0].name, "call-stream");
+        assert!(select(&[])
+            .expect("all")
+            .iter()
+            .all(|b| !b.name.contains('-')));
     }
 }

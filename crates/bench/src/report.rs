@@ -30,6 +30,85 @@ pub fn ratio(figure: &Summary, baseline: &Summary) -> f64 {
     figure.median.as_secs_f64() / b
 }
 
+/// A goal on a ratio, inclusive: the figure meets it when its ratio to the
+/// baseline is at most (or at least) the bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    /// The ratio must be `<=` this (for times: smaller is better).
+    AtMost(f64),
+    /// The ratio must be `>=` this (for rates: larger is better).
+    AtLeast(f64),
+}
+
+impl Target {
+    /// `met` or `MISSED` for `ratio`.
+    pub fn verdict(self, ratio: f64) -> &'static str {
+        let ok = match self {
+            Target::AtMost(b) => ratio <= b,
+            Target::AtLeast(b) => ratio >= b,
+        };
+        if ok {
+            "met"
+        } else {
+            "MISSED"
+        }
+    }
+
+    /// The goal as text, e.g. `<= 1.3x`.
+    pub fn text(self) -> String {
+        match self {
+            Target::AtMost(b) => format!("<= {b}x"),
+            Target::AtLeast(b) => format!(">= {b}x"),
+        }
+    }
+}
+
+/// A time figure beside its baseline with an inclusive [`Target`] on the ratio
+/// of medians: `name  median … | baseline B median … | ratio R (goal <= G: met)`.
+pub fn time_line(figure: &Figure, baseline: &Figure, target: Option<Target>) -> String {
+    let mut out = line(figure, baseline, None);
+    if let Some(t) = target {
+        let r = ratio(&figure.summary, &baseline.summary);
+        let _ = write!(out, " (goal {}: {})", t.text(), t.verdict(r));
+    }
+    out
+}
+
+/// A rate figure (larger is better) beside its baseline's rate: the ratio is
+/// `rate / baseline_rate`, e.g.
+/// `call x8 (yolo)  1520 calls/s | baseline bare x8 1700 calls/s | ratio 0.89x (goal >= 0.8x: met)`.
+pub fn rate_line(
+    name: &str,
+    rate: f64,
+    baseline_name: &str,
+    baseline_rate: f64,
+    unit: &str,
+    target: Option<Target>,
+) -> String {
+    let r = if baseline_rate > 0.0 {
+        rate / baseline_rate
+    } else {
+        f64::INFINITY
+    };
+    let mut out = format!(
+        "{name:<34} {rate:>10.1} {unit} | baseline {baseline_name} {baseline_rate:.1} {unit} | ratio {r:.2}x"
+    );
+    if let Some(t) = target {
+        let _ = write!(out, " (goal {}: {})", t.text(), t.verdict(r));
+    }
+    out
+}
+
+/// The median of `values` (the upper middle for an even count); `None` when empty.
+pub fn median_f64(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
 /// One report line, e.g.
 /// `9p-read-info  median 21.3 µs (p10 19.0 µs, p90 25.1 µs, n=10000) | baseline raw-echo median 9.1 µs | ratio 2.34x (goal < 4x: met)`.
 pub fn line(figure: &Figure, baseline: &Figure, goal: Option<Goal>) -> String {
@@ -124,6 +203,46 @@ mod tests {
             missed.contains("ratio 5.00x (goal < 4x: MISSED)"),
             "{missed}"
         );
+    }
+
+    #[test]
+    fn targets_are_inclusive_and_directed() {
+        assert_eq!(Target::AtMost(1.3).verdict(1.3), "met");
+        assert_eq!(Target::AtMost(1.3).verdict(1.31), "MISSED");
+        assert_eq!(Target::AtLeast(0.8).verdict(0.8), "met");
+        assert_eq!(Target::AtLeast(0.8).verdict(0.79), "MISSED");
+        let l = time_line(
+            &fig("call", 1_300),
+            &fig("bare", 1_000),
+            Some(Target::AtMost(1.3)),
+        );
+        assert!(l.ends_with("ratio 1.30x (goal <= 1.3x: met)"), "{l}");
+    }
+
+    #[test]
+    fn rate_line_divides_rate_by_baseline() {
+        let l = rate_line(
+            "call x8",
+            800.0,
+            "bare x8",
+            1000.0,
+            "calls/s",
+            Some(Target::AtLeast(0.8)),
+        );
+        assert!(
+            l.contains("800.0 calls/s | baseline bare x8 1000.0 calls/s"),
+            "{l}"
+        );
+        assert!(l.ends_with("ratio 0.80x (goal >= 0.8x: met)"), "{l}");
+        let z = rate_line("x", 5.0, "zero", 0.0, "MB/s", None);
+        assert!(z.contains("ratio infx"), "{z}");
+    }
+
+    #[test]
+    fn median_of_floats() {
+        assert_eq!(median_f64(&[]), None);
+        assert_eq!(median_f64(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median_f64(&[4.0, 1.0, 3.0, 2.0]), Some(3.0));
     }
 
     #[test]

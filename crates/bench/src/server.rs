@@ -69,9 +69,31 @@ pub struct ServerProcess {
     child: Child,
 }
 
+/// How a bench wants its server started.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOpts {
+    /// Authenticate with [`SECRET`] (false: `--no-auth`).
+    pub auth: bool,
+    /// Run tools without the sandbox (`--yolo`).
+    pub yolo: bool,
+    /// The tools directory (`--tools`); `None`: the built-in tools.
+    pub tools: Option<PathBuf>,
+}
+
 impl ServerProcess {
     /// Start `bin` with auth on (`auth`) or `--no-auth`, and wait until its socket answers.
     pub fn start(bin: &Path, auth: bool) -> Result<ServerProcess, ServerError> {
+        ServerProcess::start_with(
+            bin,
+            &ServerOpts {
+                auth,
+                ..ServerOpts::default()
+            },
+        )
+    }
+
+    /// Start `bin` as `opts` says, and wait until its socket answers.
+    pub fn start_with(bin: &Path, opts: &ServerOpts) -> Result<ServerProcess, ServerError> {
         let dir = tempfile::Builder::new()
             .prefix("toolsrv-bench")
             .tempdir()
@@ -90,8 +112,14 @@ impl ServerProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        if !auth {
+        if !opts.auth {
             cmd.arg("--no-auth");
+        }
+        if opts.yolo {
+            cmd.arg("--yolo");
+        }
+        if let Some(t) = &opts.tools {
+            cmd.arg("--tools").arg(t);
         }
         let child = cmd.spawn().map_err(|source| ServerError::Spawn {
             path: bin.to_path_buf(),

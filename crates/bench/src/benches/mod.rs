@@ -4,7 +4,12 @@ use std::path::PathBuf;
 
 use crate::args::Flavour;
 
+pub mod call;
+pub mod call_stream;
+pub mod call_throughput;
+pub mod discovery;
 pub mod rtt;
+pub mod sandbox;
 
 /// What every bench gets from the command line and the environment.
 #[derive(Debug, Clone)]
@@ -15,6 +20,8 @@ pub struct Ctx {
     pub iters: Option<usize>,
     /// The client runtime flavours to run on.
     pub flavours: Vec<Flavour>,
+    /// Bytes the `call-stream` tool prints.
+    pub stream_size: u64,
 }
 
 /// One benchmark.
@@ -29,11 +36,48 @@ pub struct Bench {
 }
 
 /// Every bench, in the order `toolsrv-bench` with no names runs them.
-pub const ALL: &[Bench] = &[Bench {
-    name: "rtt",
-    about: "read_file(\"info\") round trip vs a raw Unix-socket echo",
-    run: rtt::run,
-}];
+pub const ALL: &[Bench] = &[
+    Bench {
+        name: "rtt",
+        about: "read_file(\"info\") round trip vs a raw Unix-socket echo",
+        run: rtt::run,
+    },
+    Bench {
+        name: "discovery",
+        about: "`all` and `ctl load` over 1,000 generated tools vs readdir + stat",
+        run: discovery::run,
+    },
+    Bench {
+        name: "call",
+        about: "call-rtt, call-throughput and call-stream, one after the other",
+        run: call::run,
+    },
+    Bench {
+        name: "sandbox",
+        about: "sandboxed vs --yolo vs bwrap; spawn rate with 256 MiB of retained output",
+        run: sandbox::run,
+    },
+];
+
+/// Parts of a bench, selectable by name but not run when no names are given
+/// (the bench that holds them runs them).
+pub const PARTS: &[Bench] = &[
+    Bench {
+        name: "call-rtt",
+        about: "sync call round trip of a trivial tool vs bare fork+exec+wait",
+        run: call::run_latency,
+    },
+    Bench {
+        name: "call-throughput",
+        about: "calls/s with 2, 8 and 32 concurrent agents vs a bare spawn loop",
+        run: call_throughput::run,
+    },
+    Bench {
+        name: "call-stream",
+        about: "following proc/<pid>/out of a 1 GiB tool vs reading a pipe",
+        run: call_stream::run,
+    },
+];
 
 /// Build a tokio runtime of `flavour`.
 pub fn runtime(flavour: Flavour) -> std::io::Result<tokio::runtime::Runtime> {

@@ -1,0 +1,47 @@
+//! Client-side helpers shared by the benches that run tools: connecting as
+//! an agent with its tools loaded, and calls that must succeed.
+
+use anyhow::{ensure, Context, Result};
+use toolsrv_client::{Auth, CallRequest, Client};
+
+use crate::server::{ServerProcess, SECRET};
+
+/// A connection for one agent, with `tools` loaded for it (none when empty).
+pub async fn connect(
+    srv: &ServerProcess,
+    auth: bool,
+    agent: &str,
+    tools: &[&str],
+) -> Result<Client> {
+    let how = if auth {
+        Auth::Secret(SECRET.into())
+    } else {
+        Auth::None
+    };
+    let client = Client::connect(srv.socket(), how)
+        .await
+        .with_context(|| format!("agent {agent} cannot connect to {}", srv.socket().display()))?;
+    if !tools.is_empty() {
+        client
+            .load(agent, tools)
+            .await
+            .with_context(|| format!("cannot load {tools:?} for agent {agent}"))?;
+    }
+    Ok(client)
+}
+
+/// Run `req` and fail unless the result is a success.
+pub async fn call_ok(client: &Client, req: &CallRequest) -> Result<()> {
+    let r = client
+        .call(req)
+        .await
+        .with_context(|| format!("calling {} as {}", req.tool, req.agent))?;
+    ensure!(
+        !r.is_error,
+        "{} as {} returned an error result: {:?}",
+        req.tool,
+        req.agent,
+        r.content
+    );
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! Baselines without toolsrv, run by the bench process itself: fork+exec+wait
+//! of a command through `std::process::Command` or `posix_spawn`, `bwrap`
+//! around a command, and a process's resident memory.
+
+use std::ffi::CString;
+use std::io;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Why a bare run did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum BareError {
+    /// The program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Start {
+        /// The program.
+        program: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// It ran but did not exit 0.
+    #[error("{program} exited with {status}: {stderr}")]
+    Failed {
+        /// The program.
+        program: String,
+        /// How it ended.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// An argument held a NUL byte.
+    #[error("argument {0:?} holds a NUL byte")]
+    Nul(String),
+}
+
+/// Run `argv` with `std::process::Command` (fork/exec or posix_spawn, as std
+/// decides), stdin `/dev/null`, stdout and stderr captured through pipes as
+/// toolsrv captures a tool's output, and wait for it. Fails unless it exits 0.
+pub fn command(argv: &[&str]) -> Result<(), BareError> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| BareError::Nul(String::new()))?;
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| BareError::Start {
+            program: program.to_string(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(BareError::Failed {
+            program: program.to_string(),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+}
+
+/// A prepared `posix_spawn` of one command (absolute path, empty environment,
+/// stdio inherited), run and waited for on each [`PosixSpawn::run`].
+#[derive(Debug)]
+pub struct PosixSpawn {
+    program: String,
+    argv: Vec<CString>,
+}
+
+impl PosixSpawn {
+    /// Prepare `argv` (`argv[0]` is the absolute program path).
+    pub fn new(argv: &[&str]) -> Result<PosixSpawn, BareError> {
+        let argv = argv
+            .iter()
+            .map(|a| CString::new(*a).map_err(|_| BareError::Nul(a.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv.is_empty() {
+            return Err(BareError::Nul(String::new()));
+        }
+        Ok(PosixSpawn {
+            program: argv[0].to_string_lossy().into_owned(),
+            argv,
+        })
+    }
+
+    /// Spawn it, wait for it, and fail unless it exited 0.
+    pub fn run(&self) -> Result<(), BareError> {
+        let mut ptrs: Vec<*mut libc::c_char> =
+            self.argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
+        ptrs.push(std::ptr::null_mut());
+        let envp: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
+        let mut pid: libc::pid_t = 0;
+        // Safety: the path and every argv string are NUL-terminated CStrings
+        // owned by `self` and alive for the call; `ptrs` and `envp` are
+        // NULL-terminated arrays that outlive it; null file actions and
+        // attributes mean the defaults; posix_spawn writes only `pid`.
+        let rc = unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                self.argv[0].as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                ptrs.as_ptr(),
+                envp.as_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(BareError::Start {
+                program: self.program.clone(),
+                source: io::Error::from_raw_os_error(rc),
+            });
+        }
+        let mut status: libc::c_int = 0;
+        loop {
+            // Safety: waits for the child we just spawned; writes only `status`.
+            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+            if r == pid {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(BareError::Start {
+                    program: self.program.clone(),
+                    source: e,
+                });
+            }
+        }
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            Ok(())
+        } else {
+            Err(BareError::Failed {
+                program: self.program.clone(),
+                status: format!("wait status {status:#x}"),
+                stderr: String::new(),
+            })
+        }
+    }
+}
+
+/// The `bwrap` arguments that wrap a command in a read-only root with a
+/// private `/tmp`, `/dev` and `/proc`.
+pub const BWRAP_ARGS: &[&str] = &[
+    "--ro-bind",
+    "/",
+    "/",
+    "--tmpfs",
+    "/tmp",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+];
+
+/// `bwrap BWRAP_ARGS... argv...` as an argv.
+pub fn bwrap_argv<'a>(bwrap: &'a str, argv: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![bwrap];
+    v.extend_from_slice(BWRAP_ARGS);
+    v.extend_from_slice(argv);
+    v
+}
+
+/// The resident set size (`VmRSS`) of process `pid`, in bytes.
+pub fn vm_rss(pid: u32) -> io::Result<u64> {
+    let status = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| io::Error::other(format!("no VmRSS line in /proc/{pid}/status")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_runs_and_reports_failure() {
+        command(&["/bin/true"]).expect("true");
+        let e = command(&["/bin/sh", "-c", "echo oops >&2; exit 3"]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("exit status: 3") && msg.contains("oops"),
+            "{msg}"
+        );
+        assert!(matches!(
+            command(&["/nonexistent/prog"]),
+            Err(BareError::Start { .. })
+        ));
+    }
+
+    #[test]
+    fn posix_spawn_runs_and_reports_failure() {
+        PosixSpawn::new(&["/bin/sh", "-c", "true"])
+            .expect("prepare")
+            .run()
+            .expect("sh -c true");
+        let e = PosixSpawn::new(&["/bin/sh", "-c", "exit 4"])
+            .expect("prepare")
+            .run()
+            .unwrap_err();
+        assert!(e.to_string().contains("wait status 0x400"), "{e}");
+        assert!(PosixSpawn::new(&["/bin/t\0rue"]).is_err());
+    }
+
+    #[test]
+    fn own_rss_is_positive_and_bwrap_argv_wraps() {
+        let rss = vm_rss(std::process::id()).expect("own VmRSS");
+        assert!(rss > 1024 * 1024, "{rss}");
+        assert_eq!(
+            bwrap_argv("bwrap", &["/bin/true"]).join(" "),
+            "bwrap --ro-bind / / --tmpfs /tmp --dev /dev --proc /proc /bin/true"
+        );
+    }
+}

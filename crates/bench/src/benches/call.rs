@@ -1,0 +1,219 @@
+//! `call` (a): the sync round trip of a trivial tool through the client
+//! library (`Client::call` on `proc/new`), against a `--yolo` server and a
+//! sandboxed (default) one, beside a bare fork+exec+wait of the same command
+//! in the bench process, all measured interleaved in the same run:
+//!
+//! - `true_sh`: a metadata-only tool `command: "true"`, which runs `/bin/sh -c true`;
+//! - `true_exec`: a tool whose program is `/bin/true` (`executable: /bin/true`).
+//!
+//! Baselines: `std::process::Command` (output captured through pipes, as the
+//! server does) and `posix_spawn` with stdio inherited. Goals: the `--yolo`
+//! call at most 1.3x the bare `Command` run; sandboxed at most 1.15x `--yolo`.
+//! Then runs the throughput (`call-throughput`) and streaming (`call-stream`) parts.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use toolsrv_client::{CallRequest, Client};
+
+use crate::agent::{call_ok, connect};
+use crate::bare::{command, PosixSpawn};
+use crate::benches::{runtime, Ctx};
+use crate::report::{baseline_line, time_line, Figure, Target};
+use crate::server::{ServerOpts, ServerProcess};
+use crate::stats::Summary;
+use crate::tooldir::{write_bench_tools, TRUE_EXEC, TRUE_SH, ZEROS};
+
+/// Measured calls per figure unless `--iters` says otherwise.
+pub const DEFAULT_ITERS: usize = 2_000;
+/// Unmeasured calls per figure first (fewer when fewer are measured).
+const WARMUP: usize = 100;
+/// Figures are measured interleaved in blocks of this many calls.
+const BLOCK: usize = 50;
+/// `--yolo` call vs bare fork+exec+wait.
+pub const GOAL_VS_BARE: Target = Target::AtMost(1.3);
+/// Sandboxed call vs `--yolo` call.
+pub const GOAL_SANDBOX: Target = Target::AtMost(1.15);
+
+/// The two servers every `call` part runs against, sharing one tools directory.
+pub struct Servers {
+    /// The tools directory (kept alive while the servers run).
+    _tools: tempfile::TempDir,
+    /// `--yolo`.
+    pub yolo: ServerProcess,
+    /// The default: Landlock sandbox on.
+    pub sandboxed: ServerProcess,
+}
+
+impl Servers {
+    /// Write the bench tools and start both servers (authenticated).
+    pub fn start(ctx: &Ctx) -> Result<Servers> {
+        let tools = tempfile::Builder::new()
+            .prefix("toolsrv-bench-tools")
+            .tempdir()
+            .context("cannot create the tools directory")?;
+        write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+        let opts = |yolo| ServerOpts {
+            auth: true,
+            yolo,
+            tools: Some(tools.path().to_path_buf()),
+        };
+        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true))?;
+        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false))?;
+        Ok(Servers {
+            _tools: tools,
+            yolo,
+            sandboxed,
+        })
+    }
+}
+
+/// The tools every agent of these benches loads.
+pub const TOOLS: &[&str] = &[TRUE_SH, TRUE_EXEC, ZEROS];
+
+/// Run all three parts of `call`.
+pub fn run(ctx: &Ctx) -> Result<()> {
+    run_latency(ctx)?;
+    crate::benches::call_throughput::run(ctx)?;
+    crate::benches::call_stream::run(ctx)
+}
+
+/// Part (a): sync call round trips.
+pub fn run_latency(ctx: &Ctx) -> Result<()> {
+    let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
+    let warmup = WARMUP.min(iters);
+    let servers = Servers::start(ctx)?;
+    for &flavour in &ctx.flavours {
+        println!(
+            "\n== call: sync round trip of a trivial tool; servers --yolo (pid {}) and sandboxed (pid {}), auth on; client runtime {}; {iters} calls per figure after {warmup} warm-up, interleaved in blocks of {BLOCK}",
+            servers.yolo.pid(),
+            servers.sandboxed.pid(),
+            flavour.name()
+        );
+        let rt = runtime(flavour).context("cannot start the tokio runtime")?;
+        let f = rt.block_on(measure(&servers, warmup, iters))?;
+        for (label, k) in [("/bin/sh -c true", &f.sh), ("/bin/true", &f.exec)] {
+            println!("-- {label}");
+            println!("{}", baseline_line(&k.command));
+            println!("{}", time_line(&k.posix, &k.command, None));
+            println!("{}", time_line(&k.yolo, &k.command, Some(GOAL_VS_BARE)));
+            println!("{}", time_line(&k.yolo, &k.posix, None));
+            println!("{}", time_line(&k.sandboxed, &k.yolo, Some(GOAL_SANDBOX)));
+            println!("{}", time_line(&k.sandboxed, &k.command, None));
+        }
+    }
+    Ok(())
+}
+
+/// The figures for one command.
+struct Kind {
+    command: Figure,
+    posix: Figure,
+    yolo: Figure,
+    sandboxed: Figure,
+}
+
+struct Figures {
+    sh: Kind,
+    exec: Kind,
+}
+
+/// One measured operation: a bare run or a call.
+pub enum Op<'a> {
+    /// A bare `Command` run of an argv.
+    Command(&'a [&'a str]),
+    /// A bare `posix_spawn` run.
+    Posix(&'a PosixSpawn),
+    /// A sync call that must succeed.
+    Call(&'a Client, &'a CallRequest),
+}
+
+impl Op<'_> {
+    /// Run it once; how long it took.
+    pub async fn once(&self) -> Result<Duration> {
+        let t = Instant::now();
+        match self {
+            Op::Command(argv) => command(argv)?,
+            Op::Posix(p) => p.run()?,
+            Op::Call(c, r) => call_ok(c, r).await?,
+        }
+        Ok(t.elapsed())
+    }
+}
+
+async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
+    const AGENT: &str = "bench-call";
+    let yolo = connect(&s.yolo, true, AGENT, TOOLS).await?;
+    let sand = connect(&s.sandboxed, true, AGENT, TOOLS).await?;
+    let sh_argv: &[&str] = &["/bin/sh", "-c", "true"];
+    let true_argv: &[&str] = &["/bin/true"];
+    let sh_posix = PosixSpawn::new(sh_argv)?;
+    let true_posix = PosixSpawn::new(true_argv)?;
+    let sh_req = CallRequest::new(TRUE_SH, AGENT);
+    let exec_req = CallRequest::new(TRUE_EXEC, AGENT);
+    let ops = [
+        ("bare Command /bin/sh -c true", Op::Command(sh_argv)),
+        ("bare posix_spawn /bin/sh -c true", Op::Posix(&sh_posix)),
+        ("call true_sh (--yolo)", Op::Call(&yolo, &sh_req)),
+        ("call true_sh (sandboxed)", Op::Call(&sand, &sh_req)),
+        ("bare Command /bin/true", Op::Command(true_argv)),
+        ("bare posix_spawn /bin/true", Op::Posix(&true_posix)),
+        ("call true_exec (--yolo)", Op::Call(&yolo, &exec_req)),
+        ("call true_exec (sandboxed)", Op::Call(&sand, &exec_req)),
+    ];
+    let mut figs = interleaved(&ops, warmup, iters, BLOCK).await?.into_iter();
+    let mut next = || figs.next().context("a figure is missing");
+    Ok(Figures {
+        sh: Kind {
+            command: next()?,
+            posix: next()?,
+            yolo: next()?,
+            sandboxed: next()?,
+        },
+        exec: Kind {
+            command: next()?,
+            posix: next()?,
+            yolo: next()?,
+            sandboxed: next()?,
+        },
+    })
+}
+
+/// Warm each op up, then time each `iters` times, interleaved in blocks of
+/// `block`; one figure per op, in order.
+pub async fn interleaved(
+    ops: &[(&str, Op<'_>)],
+    warmup: usize,
+    iters: usize,
+    block: usize,
+) -> Result<Vec<Figure>> {
+    for (_, op) in ops {
+        for _ in 0..warmup {
+            op.once().await?;
+        }
+    }
+    let mut samples: Vec<Vec<Duration>> = ops.iter().map(|_| Vec::with_capacity(iters)).collect();
+    let mut done = 0;
+    while done < iters {
+        let n = block.min(iters - done);
+        for ((_, op), s) in ops.iter().zip(samples.iter_mut()) {
+            for _ in 0..n {
+                s.push(op.once().await?);
+            }
+        }
+        done += n;
+    }
+    ops.iter()
+        .zip(samples)
+        .map(|((name, _), s)| figure(name, &s))
+        .collect()
+}
+
+/// A figure from samples.
+pub fn figure(name: &str, samples: &[Duration]) -> Result<Figure> {
+    let summary = Summary::of(samples).with_context(|| format!("no samples for {name}"))?;
+    Ok(Figure {
+        name: name.into(),
+        summary,
+    })
+}

@@ -1,0 +1,251 @@
+//! `sandbox`: what the Landlock sandbox costs.
+//!
+//! 1. The sync call round trip of `true_exec` (`/bin/true`) on a sandboxed
+//!    (default) server vs a `--yolo` one, and vs `bwrap --ro-bind / / --tmpfs
+//!    /tmp --dev /dev --proc /proc /bin/true` run by the bench process (bwrap
+//!    is installed with apt-get when missing; when it cannot run, the report
+//!    says why). Goals: sandboxed at most 1.15x `--yolo`; bwrap at least 3x
+//!    the sandboxed call.
+//! 2. The sandboxed spawn rate (calls/s of `true_exec`, 2 concurrent agents)
+//!    of a server holding at least 256 MiB of retained output (40 finished,
+//!    undismissed background tools that each printed 8 MiB; its VmRSS is
+//!    checked), vs an idle server, rounds interleaved. Goal: at least 0.8x.
+
+use std::process::Command;
+
+use anyhow::{ensure, Context, Result};
+use toolsrv_client::CallRequest;
+
+use crate::agent::connect;
+use crate::bare::{bwrap_argv, vm_rss};
+use crate::benches::call::{interleaved, Op, Servers, TOOLS};
+use crate::benches::call_throughput::agents_round;
+use crate::benches::{runtime, Ctx};
+use crate::report::{baseline_line, median_f64, rate_line, time_line, Target};
+use crate::server::{ServerOpts, ServerProcess};
+use crate::tooldir::{write_bench_tools, TRUE_EXEC, ZEROS};
+
+/// Measured calls per figure unless `--iters` says otherwise.
+pub const DEFAULT_ITERS: usize = 1_000;
+/// Sandboxed vs `--yolo`.
+pub const GOAL_YOLO: Target = Target::AtMost(1.15);
+/// bwrap vs sandboxed: bwrap at least this many times slower.
+pub const GOAL_BWRAP: Target = Target::AtLeast(3.0);
+/// Spawn rate under retained output vs idle.
+pub const GOAL_LOADED: Target = Target::AtLeast(0.8);
+/// Background tools that retain output.
+pub const HOLDERS: usize = 40;
+/// What each prints: the default `--max-output`, all of it retained.
+pub const HOLDER_BYTES: u64 = 8 << 20;
+/// The retained output the loaded server must hold at least.
+pub const MIN_RSS: u64 = 256 << 20;
+/// Rounds per spawn-rate figure.
+const ROUNDS: usize = 5;
+/// Concurrent agents for the spawn rate.
+const WORKERS: usize = 2;
+
+/// Run `sandbox`.
+pub fn run(ctx: &Ctx) -> Result<()> {
+    let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
+    let bwrap = find_bwrap();
+    let servers = Servers::start(ctx)?;
+    let flavour = ctx.flavours[0];
+    let rt = runtime(flavour).context("cannot start the tokio runtime")?;
+    println!(
+        "\n== sandbox: call {TRUE_EXEC} (/bin/true), sandboxed (pid {}) vs --yolo (pid {}) vs bwrap; client runtime {}; {iters} calls per figure after 100 warm-up, interleaved in blocks of 50",
+        servers.sandboxed.pid(),
+        servers.yolo.pid(),
+        flavour.name()
+    );
+    rt.block_on(latency(&servers, bwrap.as_ref(), iters))?;
+    drop(servers);
+    let calls = ctx.iters.unwrap_or(512);
+    rt.block_on(loaded_rate(ctx, calls))
+}
+
+/// The bwrap program if it runs here (installing it when missing); else prints why not.
+fn find_bwrap() -> Option<String> {
+    let works = || {
+        Command::new("bwrap")
+            .args(
+                bwrap_argv("bwrap", &["/bin/true"])
+                    .get(1..)
+                    .unwrap_or_default(),
+            )
+            .output()
+    };
+    match works() {
+        Ok(o) if o.status.success() => return Some("bwrap".into()),
+        Ok(o) => {
+            println!(
+                "   bwrap cannot run here ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return None;
+        }
+        Err(e) => println!("   bwrap is not installed ({e}); trying apt-get install -y bubblewrap"),
+    }
+    let apt = Command::new("sh")
+        .args([
+            "-c",
+            "apt-get update -qq && apt-get install -y -qq bubblewrap",
+        ])
+        .output();
+    match apt {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            println!(
+                "   installing bubblewrap failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return None;
+        }
+        Err(e) => {
+            println!("   cannot run apt-get: {e}");
+            return None;
+        }
+    }
+    match works() {
+        Ok(o) if o.status.success() => Some("bwrap".into()),
+        Ok(o) => {
+            println!(
+                "   bwrap cannot run here ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            None
+        }
+        Err(e) => {
+            println!("   bwrap still cannot start after installing: {e}");
+            None
+        }
+    }
+}
+
+async fn latency(s: &Servers, bwrap: Option<&String>, iters: usize) -> Result<()> {
+    const AGENT: &str = "bench-sandbox";
+    let yolo = connect(&s.yolo, true, AGENT, TOOLS).await?;
+    let sand = connect(&s.sandboxed, true, AGENT, TOOLS).await?;
+    let req = CallRequest::new(TRUE_EXEC, AGENT);
+    let true_argv: &[&str] = &["/bin/true"];
+    let bw_argv = bwrap.map(|b| bwrap_argv(b, true_argv));
+    let mut ops = vec![
+        ("bare Command /bin/true", Op::Command(true_argv)),
+        ("call true_exec (--yolo)", Op::Call(&yolo, &req)),
+        ("call true_exec (sandboxed)", Op::Call(&sand, &req)),
+    ];
+    if let Some(a) = &bw_argv {
+        ops.push(("bwrap /bin/true", Op::Command(a)));
+    }
+    let figs = interleaved(&ops, 100.min(iters), iters, 50).await?;
+    println!("{}", baseline_line(&figs[0]));
+    println!("{}", time_line(&figs[1], &figs[0], None));
+    println!("{}", time_line(&figs[2], &figs[1], Some(GOAL_YOLO)));
+    if let Some(bw) = figs.get(3) {
+        println!("{}", time_line(bw, &figs[0], None));
+        println!(
+            "{}   [ratio = bwrap / sandboxed call: how many times faster the call is]",
+            time_line(bw, &figs[2], Some(GOAL_BWRAP))
+        );
+    } else {
+        println!("   bwrap figures skipped: bwrap cannot run here (see above)");
+    }
+    Ok(())
+}
+
+/// Part 2: spawn rate with retained output vs idle.
+async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
+    let tools = tempfile::Builder::new()
+        .prefix("toolsrv-bench-tools")
+        .tempdir()
+        .context("cannot create the tools directory")?;
+    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let opts = ServerOpts {
+        auth: true,
+        yolo: false,
+        tools: Some(tools.path().to_path_buf()),
+    };
+    let idle = ServerProcess::start_with(&ctx.bin, &opts)?;
+    let loaded = ServerProcess::start_with(&ctx.bin, &opts)?;
+    let holder = connect(&loaded, true, "bench-holder", TOOLS).await?;
+    let rss_before = vm_rss(loaded.pid())?;
+    let mut held = 0;
+    let req = CallRequest::new(ZEROS, "bench-holder").arg("bytes", HOLDER_BYTES.to_string());
+    let mut pids = Vec::new();
+    for _ in 0..HOLDERS {
+        pids.push(
+            holder
+                .spawn(&req)
+                .await
+                .context("starting an output holder")?,
+        );
+    }
+    for pid in &pids {
+        let code = holder.wait(*pid).await.context("waiting for a holder")?;
+        ensure!(code == 0, "holder {pid} exited {code}");
+        held += HOLDER_BYTES;
+    }
+    let rss_loaded = vm_rss(loaded.pid())?;
+    let rss_idle = vm_rss(idle.pid())?;
+    let per = calls.div_ceil(WORKERS);
+    println!(
+        "\n== sandbox-loaded: spawn rate of {TRUE_EXEC}, {WORKERS} concurrent agents, {} calls per round, {ROUNDS} rounds per figure, interleaved; loaded server (pid {}) holds {HOLDERS} finished undismissed processes x {} MiB = {} MiB of output: VmRSS {} MiB (was {} MiB before), idle server (pid {}) VmRSS {} MiB",
+        per * WORKERS,
+        loaded.pid(),
+        HOLDER_BYTES >> 20,
+        held >> 20,
+        rss_loaded >> 20,
+        rss_before >> 20,
+        idle.pid(),
+        rss_idle >> 20
+    );
+    if rss_loaded < MIN_RSS {
+        println!(
+            "   WARNING: the loaded server's VmRSS {} MiB is under {} MiB",
+            rss_loaded >> 20,
+            MIN_RSS >> 20
+        );
+    }
+    let mut agents_idle = Vec::new();
+    let mut agents_loaded = Vec::new();
+    for k in 0..WORKERS {
+        let agent = format!("bench-worker-{k}");
+        agents_idle.push((
+            connect(&idle, true, &agent, TOOLS).await?,
+            CallRequest::new(TRUE_EXEC, &agent),
+        ));
+        agents_loaded.push((
+            connect(&loaded, true, &agent, TOOLS).await?,
+            CallRequest::new(TRUE_EXEC, &agent),
+        ));
+    }
+    agents_round(&agents_idle, 10).await?;
+    agents_round(&agents_loaded, 10).await?;
+    let total = (per * WORKERS) as f64;
+    let (mut ri, mut rl) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        ri.push(total / agents_round(&agents_idle, per).await?.as_secs_f64());
+        rl.push(total / agents_round(&agents_loaded, per).await?.as_secs_f64());
+    }
+    let ri = median_f64(&ri).context("no rounds")?;
+    let rl = median_f64(&rl).context("no rounds")?;
+    println!("{:<34} {ri:>10.1} calls/s", "spawn rate x2 (idle server)");
+    println!(
+        "{}",
+        rate_line(
+            &format!("spawn rate x2 ({} MiB RSS)", rss_loaded >> 20),
+            rl,
+            "idle",
+            ri,
+            "calls/s",
+            Some(GOAL_LOADED)
+        )
+    );
+    println!(
+        "   loaded server VmRSS after the rounds: {} MiB",
+        vm_rss(loaded.pid())? >> 20
+    );
+    Ok(())
+}
