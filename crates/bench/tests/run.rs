@@ -53,6 +53,115 @@ fn rtt_reports_every_figure_with_ratios_for_both_servers() {
     }
 }
 
+/// Run the bench with `args` against the server next to it; its stdout, after
+/// checking it exited 0.
+fn bench(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsrv-bench"))
+        .args(args)
+        .env("TOOLSRV_BIN", server_bin())
+        .output()
+        .expect("run toolsrv-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    stdout
+}
+
+/// The one line starting with `prefix`.
+fn line_of<'a>(stdout: &'a str, prefix: &str) -> &'a str {
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with(prefix)).collect();
+    assert_eq!(lines.len(), 1, "{prefix}: {stdout}");
+    lines[0]
+}
+
+#[test]
+fn discovery_reports_all_load_and_the_readdir_baseline() {
+    let out = bench(&["discovery", "--iters", "20"]);
+    assert!(
+        out.contains("== discovery: 1000 tools in 1333 files"),
+        "{out}"
+    );
+    assert!(line_of(&out, "readdir + stat (bench process)").contains("n=20"));
+    let all = line_of(&out, "read all (warm)");
+    assert!(
+        all.contains("| baseline readdir + stat (bench process) median")
+            && all.contains("(goal < 20.00 ms: "),
+        "{all}"
+    );
+    assert!(line_of(&out, "read all (cold: files changed)").contains("n=10"));
+    assert!(line_of(&out, "ctl load of one tool").contains("ratio "));
+}
+
+#[test]
+fn call_reports_round_trips_throughput_and_streaming() {
+    let out = bench(&["call", "--iters", "32", "--stream-size", "8MiB"]);
+    for (prefix, goal) in [
+        ("call true_sh (--yolo)", "(goal <= 1.3x: "),
+        ("call true_sh (sandboxed)", "(goal <= 1.15x: "),
+        ("call true_exec (--yolo)", "(goal <= 1.3x: "),
+        ("call true_exec (sandboxed)", "(goal <= 1.15x: "),
+    ] {
+        let goals: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with(prefix) && l.contains(goal))
+            .collect();
+        assert_eq!(goals.len(), 1, "{prefix}: {out}");
+        assert!(goals[0].contains("n=32"), "{}", goals[0]);
+    }
+    assert!(line_of(&out, "bare posix_spawn /bin/true").contains("ratio"));
+    for level in [2, 8, 32] {
+        for mode in ["--yolo", "sandboxed"] {
+            let l = line_of(&out, &format!("call x{level} ({mode})"));
+            assert!(
+                l.contains(&format!("calls/s | baseline bare Command x{level} "))
+                    && l.contains("(goal >= 0.8x: "),
+                "{l}"
+            );
+        }
+    }
+    assert_eq!(out.matches("   run ").count(), 3, "{out}");
+    assert!(out.contains("delivered 8388608 bytes") || out.contains("bytes omitted"));
+    let f = line_of(&out, "follow out (delivered)");
+    assert!(
+        f.contains("MB/s | baseline pipe read ") && f.contains("(goal >= 0.5x: "),
+        "{f}"
+    );
+    assert!(
+        out.contains("nothing was omitted") || out.contains("FINDING: the follower fell behind"),
+        "{out}"
+    );
+}
+
+#[test]
+fn sandbox_reports_yolo_bwrap_and_the_loaded_spawn_rate() {
+    let out = bench(&["sandbox", "--iters", "20"]);
+    let sand = line_of(&out, "call true_exec (sandboxed)");
+    assert!(
+        sand.contains("baseline call true_exec (--yolo)") && sand.contains("(goal <= 1.15x: "),
+        "{sand}"
+    );
+    let bwrap_ok = out.contains("(goal >= 3x: ");
+    assert!(
+        bwrap_ok || out.contains("bwrap figures skipped"),
+        "neither bwrap figures nor why not: {out}"
+    );
+    let header = line_of(&out, "== sandbox-loaded:");
+    let rss: u64 = header
+        .split("VmRSS ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {header}"));
+    assert!(rss >= 256, "{header}");
+    assert!(line_of(&out, "spawn rate x2 (idle server)").contains("calls/s"));
+    let loaded: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("spawn rate x2 (") && l.contains(" MiB RSS)"))
+        .collect();
+    assert_eq!(loaded.len(), 1, "{out}");
+    assert!(loaded[0].contains("(goal >= 0.8x: "), "{}", loaded[0]);
+}
+
 #[test]
 fn unknown_bench_and_bad_iters_exit_2() {
     let bench = env!("CARGO_BIN_EXE_toolsrv-bench");
