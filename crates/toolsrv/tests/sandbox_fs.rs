@@ -142,3 +142,27 @@ fn sandbox_symlinks_in_rw_pointing_outside_do_not_escape() {
     assert_eq!(f.sh(&format!("ln -s {ro} l && cat l")).ok(), "readable\n");
     f.sh("echo x > l").denied(EACCES);
 }
+
+#[test]
+fn sandbox_a_request_cannot_widen_its_sandbox_with_cwd() {
+    let mut f = Fixture::new(Mode::EmbeddedDefault, &[]);
+    let target = f.out("secret").display().to_string();
+    // `{CWD}` is rwx in the default policy: naming `/` (or any tree outside the
+    // server's --cwd) as the request's cwd would grant it. It is refused before
+    // anything runs.
+    for cwd in ["/", target.as_str(), ".."] {
+        let o = f.call("a1", "sh", "touch escaped", &[("cwd", cwd)]);
+        assert!(o.is_error, "cwd {cwd}: {o:?}");
+        assert!(
+            o.text.contains("is outside the server's --cwd"),
+            "cwd {cwd}: {}",
+            o.text
+        );
+    }
+    assert!(!std::path::Path::new("/escaped").exists());
+    assert!(!f.out("secret/escaped").exists());
+    // A directory under --cwd is fine.
+    std::fs::create_dir_all(f.cwd().join("sub")).unwrap();
+    let o = f.call("a1", "sh", "pwd", &[("cwd", "sub")]);
+    assert!(o.ok().trim_end().ends_with("/sub"), "{o:?}");
+}
