@@ -84,7 +84,10 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
     let mut out = Vec::with_capacity(4096);
     let mut frame = Vec::new();
     loop {
-        if reader.buffer().is_empty() && !out.is_empty() {
+        // Write the queued replies before waiting for input: unless a whole
+        // frame is already buffered (then it is handled first, and its reply
+        // joins the same write).
+        if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
             if conn.writer.send_raw(&out).await.is_err() {
                 break;
             }
@@ -135,6 +138,11 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
     }
     conn.inflight.abort_all();
     conn.fids.clear();
+}
+
+/// Whether `buf` starts with a complete frame (so reading it cannot wait).
+fn holds_whole_frame(buf: &[u8]) -> bool {
+    buf.len() >= 4 && buf.len() >= u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
 }
 
 fn push(out: &mut Vec<u8>, tag: u16, body: Body) {
