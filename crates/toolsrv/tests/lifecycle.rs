@@ -231,3 +231,32 @@ fn fast_tools_are_never_reaped_by_the_orphan_reaper() {
     }
     assert!(bad.is_empty(), "calls of `true` failed: {bad:?}");
 }
+
+#[test]
+fn a_slow_shutdown_does_not_remove_the_socket_of_a_successor() {
+    // A supervisor restarts toolsrv: SIGTERM to the old one and a new one at
+    // once on the same path. The old server, still waiting for a tool that
+    // ignores TERM, must not delete the new server's socket when it ends.
+    let mut old = server();
+    let mut c = old.attached();
+    load(&mut c, "a1", "stubborn");
+    let (p, g) = start_bg(&old, &mut c, "stubborn", "st");
+    old.signal(libc::SIGTERM);
+    old.wait_log("signal received; shutting down");
+    let new = Daemon::start(Opts {
+        tools: TOOLS,
+        extra: &["--no-auth"],
+        listen: Some(&old.socket),
+        ..Opts::default()
+    });
+    let status = old.wait_exit(WAIT).expect("old server exits");
+    assert_eq!(status.code(), Some(0));
+    assert!(all_dead_within(&[p, g], Duration::from_secs(1)));
+    assert!(
+        new.socket.exists(),
+        "the old server removed its successor's socket {}",
+        new.socket.display()
+    );
+    let mut n = new.attached();
+    assert!(!n.read_file("info").is_empty());
+}

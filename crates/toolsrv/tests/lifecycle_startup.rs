@@ -127,6 +127,7 @@ fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
         tools: &[("quick.yaml", QUICK_TOOL)],
         extra: &[],
         rust_log: "info",
+        ..Opts::default()
     });
     let mut c = Raw::connect(&d.socket);
     c.version(65536);
@@ -184,6 +185,7 @@ fn the_secret_is_not_logged_even_at_trace_level() {
         tools: &[("quick.yaml", QUICK_TOOL)],
         extra: &[],
         rust_log: "trace",
+        ..Opts::default()
     });
     let mut c = Raw::connect(&d.socket);
     c.version(65536);

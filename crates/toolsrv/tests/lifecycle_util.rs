@@ -49,6 +49,8 @@ pub struct Opts<'a> {
     pub extra: &'a [&'a str],
     /// `RUST_LOG`.
     pub rust_log: &'a str,
+    /// Listen here instead of `<dir>/toolsrv.sock`.
+    pub listen: Option<&'a Path>,
 }
 
 impl Default for Opts<'_> {
@@ -57,6 +59,7 @@ impl Default for Opts<'_> {
             tools: &[],
             extra: &[],
             rust_log: "debug",
+            listen: None,
         }
     }
 }
@@ -71,7 +74,9 @@ impl Daemon {
         for (name, text) in o.tools {
             write_tool(&tdir, name, text);
         }
-        let socket = dir.path().join("toolsrv.sock");
+        let socket = o
+            .listen
+            .map_or_else(|| dir.path().join("toolsrv.sock"), Path::to_path_buf);
         let log = dir.path().join("server.log");
         let child = Command::new(bin())
             .arg("serve")
