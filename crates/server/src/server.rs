@@ -4,7 +4,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use toolsrv_vfs::{Auth, ConnInfo, NoAuth, Node};
 
@@ -246,7 +245,10 @@ impl Server {
     }
 
     /// Accept connections until `shutdown` fires; each is served concurrently.
-    pub async fn run(self: Arc<Self>, listener: UnixListener, shutdown: CancellationToken) {
+    /// At shutdown the socket is closed and removed first (so a successor can
+    /// start at once), then every process is stopped.
+    pub async fn run(self: Arc<Self>, bound: socket::Bound, shutdown: CancellationToken) {
+        let listener = &bound.listener;
         let root: Node = crate::namespace::spec(&self);
         tokio::spawn(self.clone().collect_garbage(shutdown.clone()));
         tokio::spawn(self.clone().reap_orphans(shutdown.clone()));
@@ -293,7 +295,7 @@ impl Server {
                 tracing::debug!(conn = id, "connection closed");
             });
         }
-        drop(listener);
+        bound.close();
         self.shut_down().await;
     }
 }

@@ -36,9 +36,51 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
     }
 }
 
+/// A bound listening socket and the identity of the file it created.
+pub struct Bound {
+    /// The listener.
+    pub listener: UnixListener,
+    path: PathBuf,
+    /// (device, inode) of the socket file we created.
+    id: Option<(u64, u64)>,
+}
+
+impl Bound {
+    /// Stop listening and remove the socket file, but only if it is still the
+    /// one we created: a successor that replaced it (our socket looked stale to
+    /// it once we stopped accepting) keeps its own.
+    pub fn close(self) {
+        use std::os::unix::fs::MetadataExt;
+        drop(self.listener);
+        let ours = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if ours.is_some() && ours == self.id {
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                tracing::warn!(socket = %self.path.display(), error = %e, "cannot remove socket");
+            }
+        } else {
+            tracing::info!(socket = %self.path.display(), "socket file was replaced; leaving it");
+        }
+    }
+}
+
 /// Bind the server socket at `path` with mode 0600. An existing path is replaced
 /// only if it is a socket nobody answers on.
-pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+pub fn bind(path: &Path) -> Result<Bound, SocketError> {
+    use std::os::unix::fs::MetadataExt;
+    let listener = bind_listener(path)?;
+    let id = std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
+    Ok(Bound {
+        listener,
+        path: path.to_path_buf(),
+        id,
+    })
+}
+
+fn bind_listener(path: &Path) -> Result<UnixListener, SocketError> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
             return Err(SocketError::NotASocket(path.to_path_buf()));

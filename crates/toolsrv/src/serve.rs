@@ -166,8 +166,7 @@ async fn run(
     // take the clean shutdown path.
     let signals = Signals::install()?;
     let policy = PolicyStore::open(&config.sandbox)?;
-    let listener = socket::bind(&config.listen)?;
-    let listen = config.listen.clone();
+    let bound = socket::bind(&config.listen)?;
     tracing::info!(
         socket = %config.listen.display(),
         cwd = %config.cwd.display(),
@@ -189,11 +188,8 @@ async fn run(
     let server = Server::new(config, policy, watchdog).context("cannot start the server")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(signals.watch(shutdown.clone()));
-    server.run(listener, shutdown).await;
-    tracing::info!("shutting down");
-    if let Err(e) = std::fs::remove_file(&listen) {
-        tracing::warn!(socket = %listen.display(), error = %e, "cannot remove socket");
-    }
+    server.run(bound, shutdown).await;
+    tracing::info!("toolsrv stopped");
     Ok(())
 }
 
