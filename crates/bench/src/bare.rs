@@ -171,6 +171,48 @@ pub fn vm_rss(pid: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("no VmRSS line in /proc/{pid}/status")))
 }
 
+/// CPU time used by process `pid`: its own (user + system) and that of its
+/// reaped children (`cutime` + `cstime`), from `/proc/<pid>/stat`.
+pub fn cpu_time(pid: u32) -> io::Result<(std::time::Duration, std::time::Duration)> {
+    let stat = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat"))?;
+    let bad = || io::Error::other(format!("cannot parse /proc/{pid}/stat"));
+    let rest = stat
+        .get(stat.rfind(')').ok_or_else(bad)? + 1..)
+        .ok_or_else(bad)?;
+    // After the command: state (field 3) is index 0, utime (field 14) index 11.
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|v| v.parse().map_err(|_| bad()))
+        .collect::<io::Result<_>>()?;
+    if f.len() != 4 {
+        return Err(bad());
+    }
+    // Safety: sysconf with a valid name has no side effects.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let tck = u64::try_from(tck).ok().filter(|&t| t > 0).ok_or_else(bad)?;
+    let d = |ticks: u64| std::time::Duration::from_nanos(ticks * 1_000_000_000 / tck);
+    Ok((d(f[0] + f[1]), d(f[2] + f[3])))
+}
+
+/// What toolsrv's orphan reaper does on every SIGCHLD (crates/server/src/reaper.rs
+/// `children()`): list `/proc` and read `/proc/<pid>/stat` of every process
+/// to find its own children. Returns how many processes were read.
+pub fn proc_scan() -> io::Result<usize> {
+    let mut n = 0;
+    for e in std::fs::read_dir("/proc")? {
+        let e = e?;
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +244,27 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("wait status 0x400"), "{e}");
         assert!(PosixSpawn::new(&["/bin/t\0rue"]).is_err());
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work_and_proc_scan_sees_us() {
+        let me = std::process::id();
+        let (own0, _) = cpu_time(me).expect("cpu");
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while cpu_time(me).expect("cpu").0 <= own0 {
+            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(7));
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "{x}");
+        }
+        command(&[
+            "/bin/sh",
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+        ])
+        .expect("busy child");
+        let (_, kids) = cpu_time(me).expect("cpu");
+        assert!(kids > std::time::Duration::ZERO, "{kids:?}");
+        assert!(proc_scan().expect("scan") >= 1);
     }
 
     #[test]

@@ -17,9 +17,9 @@ use anyhow::{Context, Result};
 use toolsrv_client::{CallRequest, Client};
 
 use crate::agent::{call_ok, connect};
-use crate::bare::{command, PosixSpawn};
+use crate::bare::{command, cpu_time, proc_scan, PosixSpawn};
 use crate::benches::{runtime, Ctx};
-use crate::report::{baseline_line, time_line, Figure, Target};
+use crate::report::{baseline_line, human, time_line, Figure, Target};
 use crate::server::{ServerOpts, ServerProcess};
 use crate::stats::Summary;
 use crate::tooldir::{write_bench_tools, TRUE_EXEC, TRUE_SH, ZEROS};
@@ -91,7 +91,15 @@ pub fn run_latency(ctx: &Ctx) -> Result<()> {
             flavour.name()
         );
         let rt = runtime(flavour).context("cannot start the tokio runtime")?;
+        let cpu0 = [
+            cpu_time(servers.yolo.pid())?,
+            cpu_time(servers.sandboxed.pid())?,
+        ];
         let f = rt.block_on(measure(&servers, warmup, iters))?;
+        let cpu1 = [
+            cpu_time(servers.yolo.pid())?,
+            cpu_time(servers.sandboxed.pid())?,
+        ];
         for (label, k) in [("/bin/sh -c true", &f.sh), ("/bin/true", &f.exec)] {
             println!("-- {label}");
             println!("{}", baseline_line(&k.command));
@@ -101,7 +109,41 @@ pub fn run_latency(ctx: &Ctx) -> Result<()> {
             println!("{}", time_line(&k.sandboxed, &k.yolo, Some(GOAL_SANDBOX)));
             println!("{}", time_line(&k.sandboxed, &k.command, None));
         }
+        print_splits(&cpu0, &cpu1, 2 * (warmup + iters))?;
     }
+    Ok(())
+}
+
+/// Where a call's time goes, as far as the outside can tell: the servers' CPU
+/// per call (own, and their reaped children's, i.e. the tools'), and one scan
+/// of `/proc/*/stat` like the one the server's orphan reaper makes per SIGCHLD.
+fn print_splits(
+    cpu0: &[(Duration, Duration); 2],
+    cpu1: &[(Duration, Duration); 2],
+    calls: usize,
+) -> Result<()> {
+    let per = |a: Duration, b: Duration| human(b.saturating_sub(a) / calls.max(1) as u32);
+    for (i, name) in ["--yolo", "sandboxed"].iter().enumerate() {
+        println!(
+            "   split: {name} server CPU per call {} own + {} in its tools (over {calls} calls; 10 ms ticks)",
+            per(cpu0[i].0, cpu1[i].0),
+            per(cpu0[i].1, cpu1[i].1)
+        );
+    }
+    let mut scans = Vec::new();
+    let mut procs = 0;
+    for _ in 0..200 {
+        let t = Instant::now();
+        procs = proc_scan()?;
+        scans.push(t.elapsed());
+    }
+    let s = figure("scan", &scans)?.summary;
+    println!(
+        "   split: one scan of /proc/*/stat ({procs} processes), as the server's orphan reaper makes on every SIGCHLD: median {} (p10 {}, p90 {})",
+        human(s.median),
+        human(s.p10),
+        human(s.p90)
+    );
     Ok(())
 }
 

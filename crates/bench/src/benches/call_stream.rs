@@ -15,15 +15,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use toolsrv_client::{CallRequest, Client};
+use toolsrv_client::{Auth, CallRequest, Client};
 
 use crate::agent::connect;
+use crate::bare::cpu_time;
 use crate::benches::call::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{human, median_f64, rate_line, Target};
-use crate::server::ServerProcess;
+use crate::server::{ServerProcess, SECRET};
 use crate::tooldir::ZEROS;
 
+/// The msize of the extra small-read follower.
+pub const SMALL_MSIZE: u32 = 64 << 10;
 /// Runs per figure.
 pub const RUNS: usize = 3;
 /// Goal: delivered MB/s at least this fraction of the pipe's.
@@ -108,11 +111,19 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     );
     let (mut pipe, mut sh, mut follow) = (Vec::new(), Vec::new(), Vec::new());
     let mut seen = Vec::new();
+    let mut cpu_srv = Duration::ZERO;
+    let mut cpu_me = Duration::ZERO;
     for run in 0..RUNS {
         let t = pipe_read(size)?;
         pipe.push(mb_s(size, t));
         sh.push(mb_s(size, sh_pipe(size)?));
+        let (s0, m0) = (
+            cpu_time(servers.sandboxed.pid())?.0,
+            cpu_time(std::process::id())?.0,
+        );
         let (t, f) = rt.block_on(follow_out(&client, &servers.sandboxed, size))?;
+        cpu_srv += cpu_time(servers.sandboxed.pid())?.0.saturating_sub(s0);
+        cpu_me += cpu_time(std::process::id())?.0.saturating_sub(m0);
         follow.push(mb_s(f.delivered, t));
         println!(
             "   run {}: {} in {}: delivered {} bytes ({:.1} MB/s), omitted {} bytes in {} marker(s), {} reads (largest {} bytes, mean {} bytes), production rate {:.1} MB/s",
@@ -158,13 +169,43 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             Some(GOAL)
         )
     );
+    let gib = (size * RUNS as u64) as f64 / (1u64 << 30) as f64;
+    println!(
+        "   split: CPU per GiB followed: server {:.2} s, bench (client library) {:.2} s; the tool's own writes are not counted",
+        cpu_srv.as_secs_f64() / gib,
+        cpu_me.as_secs_f64() / gib
+    );
+    let small = rt.block_on(async {
+        let c = Client::connect_with_msize(
+            servers.sandboxed.socket(),
+            Auth::Secret(SECRET.into()),
+            SMALL_MSIZE,
+        )
+        .await
+        .context("connecting with a small msize")?;
+        c.load("bench-stream", TOOLS).await?;
+        follow_out(&c, &servers.sandboxed, size).await
+    })?;
+    let (t, f) = small;
+    println!(
+        "{:<34} {:>10.1} MB/s delivered, omitted {} bytes in {} marker(s), {} reads (largest {} bytes), production rate {:.1} MB/s",
+        format!("follow out, msize {} KiB (1 run)", SMALL_MSIZE >> 10),
+        mb_s(f.delivered, t),
+        f.omitted,
+        f.markers,
+        f.reads,
+        f.max_read,
+        mb_s(f.delivered + f.omitted, t)
+    );
+    seen.push(f);
     let omitted: u64 = seen.iter().map(|f| f.omitted).sum();
     if omitted > 0 {
         println!(
-            "   FINDING: the follower fell behind and the server omitted output: {} of {} bytes over {RUNS} runs ({:.1} %); the delivered rate counts only the bytes that arrived",
+            "   FINDING: the follower fell behind and the server omitted output: {} of {} bytes over {} runs ({:.1} %); the delivered rate counts only the bytes that arrived",
             omitted,
-            size * RUNS as u64,
-            100.0 * omitted as f64 / (size * RUNS as u64) as f64
+            size * seen.len() as u64,
+            seen.len(),
+            100.0 * omitted as f64 / (size * seen.len() as u64) as f64
         );
     } else {
         println!("   nothing was omitted: every byte arrived");

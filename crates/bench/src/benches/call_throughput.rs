@@ -12,10 +12,10 @@ use anyhow::{anyhow, Context, Result};
 use toolsrv_client::{CallRequest, Client};
 
 use crate::agent::{call_ok, connect};
-use crate::bare::command;
+use crate::bare::{command, cpu_time};
 use crate::benches::call::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
-use crate::report::{median_f64, rate_line, Target};
+use crate::report::{human, median_f64, rate_line, Target};
 use crate::tooldir::TRUE_EXEC;
 
 /// Concurrency levels.
@@ -40,7 +40,15 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 per * level,
                 flavour.name()
             );
+            let cpu0 = [
+                cpu_time(servers.yolo.pid())?,
+                cpu_time(servers.sandboxed.pid())?,
+            ];
             let (bare, yolo, sand) = rt.block_on(measure(&servers, level, per))?;
+            let cpu1 = [
+                cpu_time(servers.yolo.pid())?,
+                cpu_time(servers.sandboxed.pid())?,
+            ];
             let bare_name = format!("bare Command x{level}");
             println!(
                 "{:<34} {bare:>10.1} calls/s",
@@ -53,6 +61,16 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 println!(
                     "{}",
                     rate_line(&name, rate, &bare_name, bare, "calls/s", Some(GOAL))
+                );
+            }
+            let calls = (ROUNDS * per + 2) * level;
+            for (i, name) in ["--yolo", "sandboxed"].iter().enumerate() {
+                let own = cpu1[i].0.saturating_sub(cpu0[i].0);
+                let kids = cpu1[i].1.saturating_sub(cpu0[i].1);
+                println!(
+                    "   split: {name} server CPU per call {} own + {} in its tools (over {calls} calls)",
+                    human(own / calls as u32),
+                    human(kids / calls as u32)
                 );
             }
         }
