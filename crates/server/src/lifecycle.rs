@@ -9,6 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::Server;
 
+/// How often, at most, zombies re-parented to us are looked for.
+const ORPHAN_SCAN_PERIOD: Duration = Duration::from_millis(100);
+
 /// How long shutdown waits for killed tools to be reaped.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -129,6 +132,9 @@ impl Server {
                 _ = shutdown.cancelled() => return,
                 _ = sigchld.recv() => {}
             }
+            // Most SIGCHLDs are tools, reaped by the executor through their
+            // pidfds: look for orphans at most every ORPHAN_SCAN_PERIOD.
+            tokio::time::sleep(ORPHAN_SCAN_PERIOD).await;
             let n = crate::reaper::reap_orphans(&self.executor.tracked);
             if n > 0 {
                 tracing::debug!(reaped = n, "orphaned descendants reaped");

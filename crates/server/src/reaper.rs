@@ -46,20 +46,46 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 
 /// Our children: (pid, state letter).
+///
+/// Read from `/proc/self/task/*/children` (a few small files, one per thread),
+/// not by scanning every process on the host; the full scan is the fallback for
+/// kernels without `CONFIG_PROC_CHILDREN`.
 fn children() -> Vec<(i32, char)> {
+    let pids = task_children().unwrap_or_else(scan_children);
+    pids.into_iter()
+        .filter_map(|pid| Some((pid, proc_stat(pid)?.0)))
+        .collect()
+}
+
+/// (state letter, ppid) of a process.
+fn proc_stat(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    Some((state, f.next()?.parse().ok()?))
+}
+
+fn task_children() -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = task.ok()?.path().join("children");
+        let text = std::fs::read_to_string(path).ok()?;
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
+}
+
+fn scan_children() -> Vec<i32> {
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let rest = &stat[stat.rfind(')')? + 1..];
-            let mut f = rest.split_whitespace();
-            let state = f.next()?.chars().next()?;
-            let ppid: i32 = f.next()?.parse().ok()?;
-            (ppid == me).then_some((pid, state))
-        })
+        .filter(|pid| proc_stat(*pid).is_some_and(|(_, ppid)| ppid == me))
         .collect()
 }
 

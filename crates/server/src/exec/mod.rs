@@ -6,9 +6,10 @@
 //! 3. resolve working directory and environment ([`env`]),
 //! 4. validate and route: sandboxed (Landlock from the policy), `--yolo`, or bypass,
 //! 5. spawn, capture output under the safety limit, enforce timeout and cancellation
-//!    ([`run`], on the [`spawner`] thread),
+//!    ([`run`], [`spawner`]),
 //! 6. return a structured ToolResult ([`result`]).
 
+pub mod cache;
 pub mod env;
 pub mod prepare;
 pub mod result;
@@ -49,6 +50,17 @@ pub struct Executor {
     watchdog: Option<Arc<Watchdog>>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
     confinements: Mutex<Vec<(ResolvedRules, Arc<Confinement>)>>,
+    /// Resolved rules by (policy, cwd, executables).
+    rules: cache::TtlCache<
+        (
+            cache::Same<Policy>,
+            std::path::PathBuf,
+            Vec<std::path::PathBuf>,
+        ),
+        ResolvedRules,
+    >,
+    /// The private temporary directory (checked at most every [`cache::TTL`]).
+    tmpdir: cache::TtlCache<(), Option<std::path::PathBuf>>,
 }
 
 impl Executor {
@@ -60,7 +72,7 @@ impl Executor {
     ) -> std::io::Result<Executor> {
         let tracked = Arc::new(Tracked::default());
         Ok(Executor {
-            spawner: Spawner::start(tracked.clone(), watchdog.clone())?,
+            spawner: Spawner::new(tracked.clone(), watchdog.clone()),
             tracked,
             watchdog,
             policy,
@@ -69,6 +81,8 @@ impl Executor {
             abi_limit,
             validators: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
+            rules: cache::TtlCache::default(),
+            tmpdir: cache::TtlCache::default(),
         })
     }
 

@@ -12,6 +12,7 @@ use toolsrv_protocol::{convert_args, parse_payload, Payload};
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::policy::PathContext;
 
+use super::cache::Same;
 use super::env::{compose, EnvParts};
 use super::Executor;
 use crate::server::Server;
@@ -152,11 +153,14 @@ impl Executor {
             cwd: cwd.clone(),
             env: self.own_env.clone(),
         };
-        let tmpdir = ctx.private_tmpdir();
+        let tmpdir = self.tmpdir.get_or((), || ctx.private_tmpdir());
         let confinement = if !sandboxed {
             None
         } else {
-            let rules = policy.resolve(&ctx, &exec_paths(&tool, &inv.program));
+            let exec = exec_paths(&tool, &inv.program);
+            // A reloaded policy is a new Arc, so a new key.
+            let key = (Same(policy.clone()), cwd.clone(), exec.clone());
+            let rules = self.rules.get_or(key, || policy.resolve(&ctx, &exec));
             Some(self.confinement(&rules)?)
         };
         let env = compose(EnvParts {

@@ -88,7 +88,7 @@ impl Executor {
             output: wr,
             confinement: prep.confinement.clone(),
         };
-        let mut child = self.spawner.spawn(job).await?;
+        let mut child = self.spawner.spawn(job)?;
         if let Some(sig) = proc.started(child.pid()) {
             let _ = child.signal_group(sig);
         }

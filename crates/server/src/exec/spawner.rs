@@ -1,15 +1,19 @@
-//! The spawner thread: every tool is started from one long-lived thread, because
-//! the parent-death signal (`PR_SET_PDEATHSIG`) fires when the *thread* that
-//! created the child exits; a runtime or blocking-pool thread may come and go.
+//! Starting a tool: on the calling runtime worker thread, recorded as tracked (so
+//! the orphan reaper leaves it alone) and announced to the watchdog.
+//!
+//! The parent-death signal (`PR_SET_PDEATHSIG`) fires when the *thread* that
+//! created the child exits. Tools are spawned from tokio's worker threads, which
+//! live as long as the runtime, never from the blocking pool (whose threads exit
+//! when idle). The vfork-style spawn suspends the calling thread only until the
+//! child has exec'd; a hop to a dedicated spawner thread cost more than that
+//! (two cross-thread wake-ups per call, measured in `toolsrv-bench call-rtt`).
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::oneshot;
 use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::spawn::{spawn, Child, SpawnError, SpawnSpec};
+use toolsrv_sandbox::spawn::{spawn, Child, SpawnSpec};
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
@@ -30,55 +34,35 @@ pub struct Job {
     pub confinement: Option<Arc<Confinement>>,
 }
 
-type Reply = oneshot::Sender<Result<Child, SpawnError>>;
-
-/// Handle to the spawner thread.
+/// Starts tools and keeps the books on them.
 pub struct Spawner {
-    tx: Mutex<mpsc::Sender<(Job, Reply)>>,
+    tracked: Arc<Tracked>,
+    watchdog: Option<Arc<Watchdog>>,
 }
 
 impl Spawner {
-    /// Start the spawner thread. Every child it starts is recorded in `tracked`
-    /// (before anything could reap it) and announced to the watchdog.
-    pub fn start(
-        tracked: Arc<Tracked>,
-        watchdog: Option<Arc<Watchdog>>,
-    ) -> std::io::Result<Spawner> {
-        let (tx, rx) = mpsc::channel::<(Job, Reply)>();
-        std::thread::Builder::new()
-            .name("toolsrv-spawner".into())
-            .spawn(move || {
-                for (job, reply) in rx {
-                    let spec = SpawnSpec {
-                        program: &job.program,
-                        argv: &job.argv,
-                        envp: &job.envp,
-                        cwd: &job.cwd,
-                        output: std::os::fd::AsFd::as_fd(&job.output),
-                        confinement: job.confinement.as_deref(),
-                    };
-                    let r = tracked.spawning(|| spawn(&spec), Child::pid);
-                    if let (Ok(child), Some(w)) = (&r, &watchdog) {
-                        w.track(child.pid());
-                    }
-                    drop(job);
-                    let _ = reply.send(r);
-                }
-            })?;
-        Ok(Spawner { tx: Mutex::new(tx) })
+    /// A spawner recording into `tracked` and announcing to `watchdog`.
+    pub fn new(tracked: Arc<Tracked>, watchdog: Option<Arc<Watchdog>>) -> Spawner {
+        Spawner { tracked, watchdog }
     }
 
-    /// Spawn on the spawner thread.
-    pub async fn spawn(&self, job: Job) -> Result<Child, String> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send((job, reply))
-            .map_err(|_| "the spawner thread is gone".to_string())?;
-        match rx.await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("the spawner thread is gone".into()),
+    /// Start `job` now, on this thread. The pipe's write end is closed on return.
+    pub fn spawn(&self, job: Job) -> Result<Child, String> {
+        let spec = SpawnSpec {
+            program: &job.program,
+            argv: &job.argv,
+            envp: &job.envp,
+            cwd: &job.cwd,
+            output: std::os::fd::AsFd::as_fd(&job.output),
+            confinement: job.confinement.as_deref(),
+        };
+        let child = self
+            .tracked
+            .spawning(|| spawn(&spec), Child::pid)
+            .map_err(|e| e.to_string())?;
+        if let Some(w) = &self.watchdog {
+            w.track(child.pid());
         }
+        Ok(child)
     }
 }

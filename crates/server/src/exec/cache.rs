@@ -1,0 +1,91 @@
+//! A small time-limited cache for what `prepare` derives from the filesystem on
+//! every request: resolved sandbox rules (a `canonicalize` per policy path) and
+//! the private temporary directory. Entries live [`TTL`]; a policy path created,
+//! removed or re-pointed takes effect within that time.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a derived value is reused.
+pub const TTL: Duration = Duration::from_secs(2);
+
+/// At most this many keys are kept (oldest evicted first).
+const CAPACITY: usize = 32;
+
+/// A key part compared by identity (the same allocation), holding it alive so
+/// its address cannot be reused by another value while cached.
+pub struct Same<T>(pub std::sync::Arc<T>);
+
+impl<T> PartialEq for Same<T> {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Values by key, each valid for [`TTL`].
+pub struct TtlCache<K, V> {
+    entries: Mutex<Vec<(K, Instant, V)>>,
+}
+
+impl<K, V> Default for TtlCache<K, V> {
+    fn default() -> Self {
+        TtlCache {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<K: PartialEq, V: Clone> TtlCache<K, V> {
+    /// The cached value for `key`, or `make()` (run without the lock held),
+    /// stored for next time.
+    pub fn get_or(&self, key: K, make: impl FnOnce() -> V) -> V {
+        let now = Instant::now();
+        {
+            let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            g.retain(|(_, at, _)| now.duration_since(*at) < TTL);
+            if let Some((_, _, v)) = g.iter().find(|(k, _, _)| *k == key) {
+                return v.clone();
+            }
+        }
+        let v = make();
+        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if g.len() >= CAPACITY {
+            g.remove(0);
+        }
+        g.push((key, now, v.clone()));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_within_the_ttl_and_keys_apart() {
+        let c: TtlCache<u32, u32> = TtlCache::default();
+        let mut calls = 0;
+        assert_eq!(
+            c.get_or(1, || {
+                calls += 1;
+                10
+            }),
+            10
+        );
+        assert_eq!(
+            c.get_or(1, || {
+                calls += 1;
+                11
+            }),
+            10
+        );
+        assert_eq!(
+            c.get_or(2, || {
+                calls += 1;
+                20
+            }),
+            20
+        );
+        assert_eq!(calls, 2);
+    }
+}
