@@ -10,8 +10,8 @@ use tokio::io::{AsyncReadExt, BufReader};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 use toolsrv_wire::{
-    decode, encode, Body, DecodeError, Frame, Qid, Stat, DMAUTH, HEADER_LEN, NOFID, OEXEC, ORCLOSE,
-    ORDWR, OTRUNC, OWRITE, QTAUTH, VERSION_9P2000,
+    decode, Body, DecodeError, Frame, Qid, Stat, DMAUTH, HEADER_LEN, NOFID, OEXEC, ORCLOSE, ORDWR,
+    OTRUNC, OWRITE, QTAUTH, VERSION_9P2000,
 };
 
 use crate::auth::Auth;
@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::fids::{Fid, FidTable, Opened};
 use crate::inflight::{Inflight, Writer};
 use crate::node::{Handle, Node, NodeKind, OpenMode};
+use crate::outbox::Outbox;
 
 /// The largest msize the server accepts (1 MiB).
 pub const MAX_MSIZE: u32 = 1 << 20;
@@ -81,17 +82,17 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
         versioned: AtomicBool::new(false),
     });
     let mut reader = BufReader::with_capacity(64 * 1024, rd);
-    let mut out = Vec::with_capacity(4096);
+    let mut out = Outbox::default();
     let mut frame = Vec::new();
     loop {
         // Write the queued replies before waiting for input: unless a whole
         // frame is already buffered (then it is handled first, and its reply
         // joins the same write).
-        if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
-            if conn.writer.send_raw(&out).await.is_err() {
-                break;
-            }
-            out.clear();
+        if !out.is_empty()
+            && !holds_whole_frame(reader.buffer())
+            && conn.writer.send(&mut out).await.is_err()
+        {
+            break;
         }
         let mut size = [0u8; 4];
         if reader.read_exact(&mut size).await.is_err() {
@@ -134,7 +135,7 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
         }
     }
     if !out.is_empty() {
-        let _ = conn.writer.send_raw(&out).await;
+        let _ = conn.writer.send(&mut out).await;
     }
     conn.inflight.abort_all();
     conn.fids.clear();
@@ -145,11 +146,11 @@ fn holds_whole_frame(buf: &[u8]) -> bool {
     buf.len() >= 4 && buf.len() >= u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
 }
 
-fn push(out: &mut Vec<u8>, tag: u16, body: Body) {
-    encode(&Frame { tag, body }, out);
+fn push(out: &mut Outbox, tag: u16, body: Body) {
+    out.push(tag, body);
 }
 
-fn reply(out: &mut Vec<u8>, tag: u16, r: Result<Body, Error>) {
+fn reply(out: &mut Outbox, tag: u16, r: Result<Body, Error>) {
     push(out, tag, r.unwrap_or_else(|e| Body::Rerror { ename: e.0 }));
 }
 
@@ -158,7 +159,7 @@ fn unknown_fid(fid: u32) -> Error {
 }
 
 impl Conn {
-    fn handle(self: &Arc<Self>, f: Frame, out: &mut Vec<u8>) {
+    fn handle(self: &Arc<Self>, f: Frame, out: &mut Outbox) {
         let tag = f.tag;
         if let Body::Tversion { msize, version } = f.body {
             return reply(out, tag, self.version(msize, &version));
@@ -416,7 +417,7 @@ impl Conn {
         })
     }
 
-    fn read(self: &Arc<Self>, tag: u16, fid: u32, offset: u64, count: u32, out: &mut Vec<u8>) {
+    fn read(self: &Arc<Self>, tag: u16, fid: u32, offset: u64, count: u32, out: &mut Outbox) {
         let count = count.min(self.msize.load(Ordering::Relaxed) - RREAD_HDR);
         match self.io_target(fid, true) {
             Err(e) => reply(out, tag, Err(e)),
@@ -436,7 +437,7 @@ impl Conn {
         }
     }
 
-    fn write(self: &Arc<Self>, tag: u16, fid: u32, offset: u64, data: Vec<u8>, out: &mut Vec<u8>) {
+    fn write(self: &Arc<Self>, tag: u16, fid: u32, offset: u64, data: Vec<u8>, out: &mut Outbox) {
         match self.io_target(fid, false) {
             Err(e) => reply(out, tag, Err(e)),
             Ok(IoTarget::Dir(_)) => reply(out, tag, Err(Error::permission_denied())),
@@ -458,7 +459,7 @@ impl Conn {
         tag: u16,
         cancel: CancellationToken,
         mut fut: IoFuture,
-        out: &mut Vec<u8>,
+        out: &mut Outbox,
     ) {
         let mut cx = Context::from_waker(futures::task::noop_waker_ref());
         if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {

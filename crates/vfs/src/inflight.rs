@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::task::AbortHandle;
-use toolsrv_wire::{encode, Body, Frame};
+use toolsrv_wire::Body;
+
+use crate::outbox::Outbox;
 
 /// Outstanding (task-run) requests by tag.
 #[derive(Default)]
@@ -70,18 +71,18 @@ pub(crate) struct Writer {
 impl Writer {
     /// Send the reply of a task-run request unless its tag was flushed.
     pub(crate) async fn send_task_reply(&self, inflight: &Inflight, tag: u16, body: Body) {
-        let mut buf = Vec::new();
-        encode(&Frame { tag, body }, &mut buf);
+        let mut out = Outbox::default();
+        out.push(tag, body);
         let mut w = self.half.lock().await;
         if inflight.finish(tag) {
             // A write error means the peer is gone; the reader notices and cleans up.
-            let _ = w.write_all(&buf).await;
+            let _ = out.write_to(&mut w).await;
         }
     }
 
-    /// Write already-encoded replies.
-    pub(crate) async fn send_raw(&self, buf: &[u8]) -> std::io::Result<()> {
+    /// Write queued replies (the outbox is left empty).
+    pub(crate) async fn send(&self, out: &mut Outbox) -> std::io::Result<()> {
         let mut w = self.half.lock().await;
-        w.write_all(buf).await
+        out.write_to(&mut w).await
     }
 }

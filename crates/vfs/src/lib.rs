@@ -22,6 +22,7 @@ pub mod error;
 mod fids;
 mod inflight;
 pub mod node;
+mod outbox;
 pub mod tree;
 
 pub use auth::{Auth, AuthHandle, NoAuth};

@@ -19,6 +19,9 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// After the tool exits, how long descendants holding its output pipe may keep it open.
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
 
+/// The output pipe's capacity, and the most the pump reads at once.
+const PIPE_SIZE: i32 = 1 << 20;
+
 /// A pipe with both ends close-on-exec; the read end non-blocking.
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
@@ -28,10 +31,13 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // Safety: both descriptors were just created and are owned by nobody else.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // Safety: fcntl on a descriptor we own.
+    // Safety: fcntl on descriptors we own.
     unsafe {
         let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
         libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        // A larger pipe means fewer wake-ups for chatty tools; the kernel may
+        // refuse (pipe-max-size, per-user limits), which is fine.
+        libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE);
     }
     Ok((r, w))
 }
@@ -177,7 +183,8 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
     let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(rd) else {
         return;
     };
-    let mut buf = vec![0u8; 64 * 1024];
+    // Zero pages are mapped lazily: a quiet tool costs a few pages, not 1 MiB.
+    let mut buf = vec![0u8; PIPE_SIZE as usize];
     loop {
         match rx.read(&mut buf).await {
             Ok(0) | Err(_) => return,

@@ -1,0 +1,116 @@
+//! Replies queued for one write. Small frames are packed into one buffer; the
+//! data of a large `Rread` stays its own segment behind its encoded header, so
+//! bulk output (following `proc/<pid>/out`) is never copied into a frame.
+
+use std::io::IoSlice;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::OwnedWriteHalf;
+use toolsrv_wire::{encode, msgtype, Body, Frame};
+
+/// `Rread` data at least this long is written from its own buffer.
+const BIG_READ: usize = 16 * 1024;
+
+/// Encoded replies waiting to be written, in order.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    /// Segments before `tail`, in order.
+    segs: Vec<Vec<u8>>,
+    /// Small frames being packed.
+    tail: Vec<u8>,
+}
+
+impl Outbox {
+    /// Queue the reply `body` to `tag`.
+    pub(crate) fn push(&mut self, tag: u16, body: Body) {
+        match body {
+            Body::Rread { data } if data.len() >= BIG_READ => {
+                let count = data.len() as u32;
+                self.tail.extend_from_slice(&(11 + count).to_le_bytes());
+                self.tail.push(msgtype::RREAD);
+                self.tail.extend_from_slice(&tag.to_le_bytes());
+                self.tail.extend_from_slice(&count.to_le_bytes());
+                self.segs.push(std::mem::take(&mut self.tail));
+                self.segs.push(data);
+            }
+            body => encode(&Frame { tag, body }, &mut self.tail),
+        }
+    }
+
+    /// Whether nothing is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.segs.is_empty() && self.tail.is_empty()
+    }
+
+    /// Write everything queued (vectored), leaving the outbox empty.
+    pub(crate) async fn write_to(&mut self, w: &mut OwnedWriteHalf) -> std::io::Result<()> {
+        if !self.tail.is_empty() {
+            self.segs.push(std::mem::take(&mut self.tail));
+        }
+        let segs = std::mem::take(&mut self.segs);
+        let (mut i, mut off) = (0usize, 0usize);
+        while i < segs.len() {
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(segs.len() - i);
+            slices.push(IoSlice::new(&segs[i][off..]));
+            slices.extend(segs[i + 1..].iter().map(|s| IoSlice::new(s)));
+            let mut n = w.write_vectored(&slices).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            while i < segs.len() && n >= segs[i].len() - off {
+                n -= segs[i].len() - off;
+                i += 1;
+                off = 0;
+            }
+            off += n;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolsrv_wire::decode;
+
+    /// Concatenate what `write_to` would send, without a socket.
+    fn bytes(o: &Outbox) -> Vec<u8> {
+        let mut v: Vec<u8> = o.segs.concat();
+        v.extend_from_slice(&o.tail);
+        v
+    }
+
+    #[test]
+    fn a_big_read_is_framed_exactly_like_the_codec_would() {
+        let data = vec![7u8; BIG_READ + 3];
+        let mut o = Outbox::default();
+        o.push(1, Body::Rclunk);
+        o.push(2, Body::Rread { data: data.clone() });
+        o.push(3, Body::Rflush);
+        let mut want = Vec::new();
+        encode(
+            &Frame {
+                tag: 1,
+                body: Body::Rclunk,
+            },
+            &mut want,
+        );
+        encode(
+            &Frame {
+                tag: 2,
+                body: Body::Rread { data },
+            },
+            &mut want,
+        );
+        encode(
+            &Frame {
+                tag: 3,
+                body: Body::Rflush,
+            },
+            &mut want,
+        );
+        assert_eq!(bytes(&o), want);
+        let n = 7;
+        assert_eq!(decode(&want[..n]).unwrap().body, Body::Rclunk);
+    }
+}
