@@ -138,12 +138,16 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         failed_stage: AtomicU32::new(0),
         failed_errno: AtomicI32::new(0),
     };
-    let stack = stack::ChildStack::new().map_err(|source| SpawnError::Prepare {
-        step: "stack",
-        source,
-    })?;
-    let (pid, pidfd) = clone_vfork(&args, &stack)?;
-    drop(stack);
+    // One stack per thread, reused: CLONE_VFORK keeps this thread suspended until
+    // the child has exec'd or exited, so the stack is free again when clone
+    // returns (and no other spawn can run on this thread meanwhile).
+    let (pid, pidfd) =
+        stack::with_thread_stack(|stack| clone_vfork(&args, stack)).map_err(|source| {
+            SpawnError::Prepare {
+                step: "stack",
+                source,
+            }
+        })??;
     let stage = args.failed_stage.load(Ordering::Acquire);
     if stage == 0 {
         return Ok(Child::new(pid, pidfd));

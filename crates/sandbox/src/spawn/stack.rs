@@ -69,3 +69,22 @@ fn page_size() -> usize {
         .filter(|&s| s > 0)
         .unwrap_or(4096)
 }
+
+thread_local! {
+    /// This thread's child stack, made on first use.
+    static STACK: std::cell::RefCell<Option<ChildStack>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` with this thread's (reused) child stack.
+pub(crate) fn with_thread_stack<R>(f: impl FnOnce(&ChildStack) -> R) -> io::Result<R> {
+    STACK.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(ChildStack::new()?);
+        }
+        match slot.as_ref() {
+            Some(stack) => Ok(f(stack)),
+            None => Err(io::Error::from_raw_os_error(libc::ENOMEM)),
+        }
+    })
+}

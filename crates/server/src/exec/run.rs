@@ -22,6 +22,9 @@ const DRAIN_GRACE: Duration = Duration::from_millis(100);
 /// The output pipe's capacity, and the most the pump reads at once.
 const PIPE_SIZE: i32 = 1 << 20;
 
+/// The pump's first buffer (grown to [`PIPE_SIZE`] for chatty tools).
+const PUMP_START: usize = 16 * 1024;
+
 /// A pipe with both ends close-on-exec; the read end non-blocking.
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
@@ -183,12 +186,19 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
     let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(rd) else {
         return;
     };
-    // Zero pages are mapped lazily: a quiet tool costs a few pages, not 1 MiB.
-    let mut buf = vec![0u8; PIPE_SIZE as usize];
+    // Start small (most tools print little) and grow up to the pipe's size
+    // when reads fill the buffer; spare capacity is never zeroed.
+    let mut buf = Vec::with_capacity(PUMP_START);
     loop {
-        match rx.read(&mut buf).await {
+        buf.clear();
+        match rx.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => proc.output.push_paced(&buf[..n]).await,
+            Ok(n) => {
+                proc.output.push_paced(&buf).await;
+                if n == buf.capacity() && n < PIPE_SIZE as usize {
+                    buf = Vec::with_capacity((n * 4).min(PIPE_SIZE as usize));
+                }
+            }
         }
     }
 }
