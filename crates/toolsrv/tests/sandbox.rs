@@ -7,14 +7,13 @@
 //! directories and a secret that no rule grants.
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use crate::util::{bin, wait_until, Raw, Server, WAIT};
+use crate::util::{Raw, Server};
 
 /// What a blocked filesystem operation must print (EACCES).
 pub const EACCES: &str = "Permission denied";
@@ -330,37 +329,9 @@ pub fn parse_result(reply: &str) -> Out {
 /// variables (which the util helper cannot set).
 pub fn start_server(extra: &[String], env: &[(&str, &str)]) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
-    let socket = dir.path().join("toolsrv.sock");
-    let log = dir.path().join("server.log");
-    let child = Command::new(bin())
-        .arg("serve")
-        .arg("--listen")
-        .arg(&socket)
-        .arg("--cwd")
-        .arg(dir.path())
-        .arg("--log")
-        .arg(&log)
-        .args(extra)
-        .env("RUST_LOG", "debug")
-        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn toolsrv");
-    let s = Server {
-        dir,
-        socket,
-        child: Some(child),
-        log,
-    };
-    assert!(
-        wait_until(WAIT, || UnixStream::connect(&s.socket).is_ok()),
-        "server did not come up; log:\n{}",
-        s.log_text()
-    );
-    s
+    let cwd = dir.path().to_path_buf();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    crate::util::start_server_at(dir, &cwd, env, &extra)
 }
 
 /// The netprobe example binary (crates/toolsrv/examples/netprobe.rs), built once

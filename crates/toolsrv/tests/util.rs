@@ -46,38 +46,10 @@ impl Server {
         Server::start_in(dir, extra)
     }
 
-    /// Start in a given temp dir.
+    /// Start in a given temp dir (also the server's `--cwd`).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
-        let socket = dir.path().join("toolsrv.sock");
-        let log = dir.path().join("server.log");
-        let child = Command::new(bin())
-            .arg("serve")
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--cwd")
-            .arg(dir.path())
-            .arg("--log")
-            .arg(&log)
-            .args(extra)
-            .env("RUST_LOG", "debug")
-            .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn toolsrv");
-        let s = Server {
-            dir,
-            socket,
-            child: Some(child),
-            log,
-        };
-        assert!(
-            wait_until(WAIT, || UnixStream::connect(&s.socket).is_ok()),
-            "server did not come up; log:\n{}",
-            s.log_text()
-        );
-        s
+        let cwd = dir.path().to_path_buf();
+        start_server_at(dir, &cwd, &[], extra)
     }
 
     /// The server's log so far.
