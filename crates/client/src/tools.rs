@@ -5,80 +5,20 @@
 //! waits; dropping the future closes it (the read is flushed and the fid
 //! clunked), and the server kills the tool's process group.
 
-use toolsrv_protocol::{encode_payload, ProcStat, ToolInfo, ToolResult, ToolSummary};
+use toolsrv_protocol::{Payload, ProcStat, ToolInfo, ToolResult, ToolSummary};
 
 use crate::client::Client;
 use crate::error::ClientError;
 
-/// A tool request: what `proc/new` and `proc/new.bg` take.
-#[derive(Debug, Clone, Default)]
-pub struct CallRequest {
-    /// The tool name.
-    pub tool: String,
-    /// The agent ID (the tool must be loaded for it).
-    pub agent: String,
-    /// A session ID (for completion messages of background runs).
-    pub session: Option<String>,
-    /// The working directory (relative to the server's `--cwd`).
-    pub cwd: Option<String>,
-    /// `env.NAME` fields.
-    pub env: Vec<(String, String)>,
-    /// Ask for an unsandboxed run, approved by a human observer.
-    pub bypass: bool,
-    /// Override the tool's timeout (Go duration syntax or seconds).
-    pub timeout: Option<String>,
-    /// A sandbox profile name.
-    pub sandbox: Option<String>,
-    /// Tool arguments as key/value strings (typed by the tool's schema on the server).
-    pub args: Vec<(String, String)>,
-}
+/// A tool request: what `proc/new` and `proc/new.bg` take. The client fills in
+/// its session token when it sends one.
+pub type CallRequest = Payload;
 
-impl CallRequest {
-    /// A request for `tool` as `agent` with no arguments.
-    pub fn new(tool: impl Into<String>, agent: impl Into<String>) -> CallRequest {
-        CallRequest {
-            tool: tool.into(),
-            agent: agent.into(),
-            ..CallRequest::default()
-        }
-    }
-
-    /// Add an argument.
-    pub fn arg(mut self, key: impl Into<String>, value: impl Into<String>) -> CallRequest {
-        self.args.push((key.into(), value.into()));
-        self
-    }
-
-    /// The escaped payload, with `token` when the client has one.
-    pub fn payload(&self, token: Option<&str>) -> String {
-        let env: Vec<(String, String)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (format!("env.{k}"), v.clone()))
-            .collect();
-        let mut f: Vec<(&str, &str)> = Vec::new();
-        if let Some(t) = token {
-            f.push(("token", t));
-        }
-        f.push(("tool", &self.tool));
-        f.push(("agent", &self.agent));
-        for (k, v) in [
-            ("session", &self.session),
-            ("cwd", &self.cwd),
-            ("timeout", &self.timeout),
-            ("sandbox", &self.sandbox),
-        ] {
-            if let Some(v) = v {
-                f.push((k, v));
-            }
-        }
-        if self.bypass {
-            f.push(("bypass", "true"));
-        }
-        f.extend(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        f.extend(self.args.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        encode_payload(&f)
-    }
+/// `req` with this connection's token, encoded.
+fn with_token(req: &CallRequest, token: Option<&str>) -> String {
+    let mut p = req.clone();
+    p.token = token.map(String::from);
+    p.encode()
 }
 
 fn json<T: serde::de::DeserializeOwned>(what: &str, data: &[u8]) -> Result<T, ClientError> {
@@ -136,7 +76,7 @@ impl Client {
     /// Run a tool and wait for its result. Dropping the future cancels the run.
     pub async fn call(&self, req: &CallRequest) -> Result<ToolResult, ClientError> {
         let out = self
-            .transact_with_token("proc/new", |t| req.payload(t))
+            .transact_with_token("proc/new", |t| with_token(req, t))
             .await?;
         json("proc/new", &out)
     }
@@ -144,7 +84,7 @@ impl Client {
     /// Start a tool in the background; returns its pid.
     pub async fn spawn(&self, req: &CallRequest) -> Result<u64, ClientError> {
         let out = self
-            .transact_with_token("proc/new.bg", |t| req.payload(t))
+            .transact_with_token("proc/new.bg", |t| with_token(req, t))
             .await?;
         decimal("proc/new.bg", &out)
     }

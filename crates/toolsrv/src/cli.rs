@@ -105,8 +105,8 @@ pub struct CallArgs {
     #[arg(long)]
     pub bypass: bool,
     /// Override the tool's timeout (Go duration, or seconds).
-    #[arg(long)]
-    pub timeout: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub timeout: Option<Duration>,
     /// A sandbox profile (`sandbox/<name>.yaml` beside the policy).
     #[arg(long)]
     pub sandbox: Option<String>,

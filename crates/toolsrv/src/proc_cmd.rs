@@ -16,7 +16,7 @@ fn request(a: &CallArgs) -> Result<CallRequest> {
     let mut req = CallRequest::new(&a.tool, &a.agent);
     req.session = a.session.clone();
     req.cwd = a.cwd.clone();
-    req.timeout = a.timeout.clone();
+    req.timeout = a.timeout;
     req.sandbox = a.sandbox.clone();
     req.bypass = a.bypass;
     for arg in &a.args {

@@ -55,6 +55,21 @@ impl Payload {
         }
     }
 
+    /// A request for `tool` as `agent`, with nothing else set.
+    pub fn new(tool: impl Into<String>, agent: impl Into<String>) -> Payload {
+        Payload {
+            tool: tool.into(),
+            agent: agent.into(),
+            ..Payload::default()
+        }
+    }
+
+    /// Add a tool argument.
+    pub fn arg(mut self, key: impl Into<String>, value: impl Into<String>) -> Payload {
+        self.args.push((key.into(), value.into()));
+        self
+    }
+
     /// Encodes the payload back to its wire form (reserved fields first, then `env.NAME`, then
     /// the arguments); [`parse_payload`] of the result gives back an equal payload.
     pub fn encode(&self) -> String {
