@@ -52,13 +52,21 @@ fn shell_prints_output_and_reports_a_failing_status() {
     let (code, out) = run(&srv, &["call", "shell", "command=pwd"]);
     let cwd = std::fs::canonicalize(srv.dir.path()).expect("canonical");
     assert_eq!((code, out.trim_end()), (0, cwd.to_str().expect("utf8")));
-    // A refused request is an error result too: exit 1 with the reason.
-    let (code, out) = run(
+    // A request the server refuses is an error result too: exit 1 with the reason.
+    let (code, out) = run(&srv, &["call", "shell"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("missing required argument \"command\""),
+        "{out}"
+    );
+    // A malformed flag is a usage error, caught before anything is sent: exit 2.
+    let o = cli(
         &srv,
         &["call", "--timeout", "nope", "shell", "command=true"],
     );
-    assert_eq!(code, 1);
-    assert!(out.contains("timeout") && out.contains("nope"), "{out}");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--timeout") && err.contains("nope"), "{err}");
 }
 
 #[test]
