@@ -34,7 +34,7 @@ static BUILTIN: &[BuiltinFile] = &[
     builtin!("file_grep", true),
     builtin!("file_read", true),
     builtin!("file_write", true),
-    builtin!("shell.yaml", false),
+    builtin!("shell", true),
 ];
 
 /// Every built-in tool file.
