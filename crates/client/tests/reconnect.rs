@@ -4,10 +4,12 @@
 //! `Disconnected`; files opened on the old connection fail the same way.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::toolsrv_bin;
 use toolsrv_client::{Auth, CallRequest, Client, ClientError};
 use toolsrv_wire::OREAD;
 
@@ -86,31 +88,6 @@ impl Drop for Daemon {
             let _ = c.wait();
         }
     }
-}
-
-/// Locate (building if needed) the `toolsrv` binary of this target directory.
-fn toolsrv_bin() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in <target>/<profile>/deps");
-        let bin = profile_dir.join("toolsrv");
-        if !bin.exists() {
-            let target_dir = profile_dir.parent().expect("target dir");
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "toolsrv", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("run cargo build -p toolsrv");
-            assert!(status.success(), "cargo build -p toolsrv failed");
-        }
-        bin
-    })
-    .clone()
 }
 
 async fn bounded<T>(fut: impl std::future::Future<Output = T>) -> T {
