@@ -527,11 +527,7 @@ fn unresolved_requests_are_rejected_with_timed_out() {
     let st = stat(&mut a, pid_of(&req));
     assert_eq!(st["state"], "rejected", "{st}");
     assert_eq!(st["exit_code"], 126, "{st}");
-    let id = id_of(&req);
-    assert_eq!(
-        resolve(&mut o, &format!(r#"{{"id": "{id}", "approve": true}}"#)),
-        Err(format!("unknown bypass request \"{id}\""))
-    );
+    assert_resolved_or_withdrawn(&mut o, &id_of(&req));
     assert_nothing_pending(&mut o, 2);
 }
 
@@ -619,11 +615,7 @@ fn background_bypass_returns_at_once_and_follows_the_decision() {
     a.write(&format!("proc/{p3}/ctl"), "kill").expect("kill");
     let st = wait_state(&mut a, p3, "killed");
     assert_eq!(st["exit_code"], 128 + 9, "{st}");
-    let id = id_of(&r3);
-    assert_eq!(
-        resolve(&mut o, &format!(r#"{{"id": "{id}", "approve": true}}"#)),
-        Err(format!("unknown bypass request \"{id}\""))
-    );
+    assert_resolved_or_withdrawn(&mut o, &id_of(&r3));
     assert_nothing_pending(&mut o, 2);
 }
 
@@ -979,10 +971,14 @@ fn closing_the_connection_withdraws_but_flushing_the_read_does_not() {
     let req = next_request(&mut o, 1);
     drop(gone);
     wait_state(&mut a, pid_of(&req), "cancelled");
-    let id = id_of(&req);
+    assert_resolved_or_withdrawn(&mut o, &id_of(&req));
+    assert_nothing_pending(&mut o, 2);
+}
+
+/// Resolving `id` fails: it is no longer pending (resolved, expired or withdrawn).
+fn assert_resolved_or_withdrawn(o: &mut Raw, id: &str) {
     assert_eq!(
-        resolve(&mut o, &format!(r#"{{"id": "{id}", "approve": true}}"#)),
+        resolve(o, &format!(r#"{{"id": "{id}", "approve": true}}"#)),
         Err(format!("unknown bypass request \"{id}\""))
     );
-    assert_nothing_pending(&mut o, 2);
 }
