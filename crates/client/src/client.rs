@@ -124,6 +124,13 @@ impl Client {
         self.inner.current().conn.fids_in_use()
     }
 
+    /// How many requests (`Tflush` and `Tclunk` included) this connection
+    /// has sent so far: for tests and diagnostics, e.g. to check that a call
+    /// costs the messages it should.
+    pub fn requests_sent(&self) -> u64 {
+        self.inner.current().conn.requests_sent()
+    }
+
     /// How many requests on this connection await a reply, counting abandoned
     /// ones whose reply or `Rflush` has not arrived yet.
     pub fn outstanding_requests(&self) -> usize {
@@ -213,15 +220,18 @@ impl Client {
         file.write_all(data).await
     }
 
-    /// Open `path` read-write, write `request`, read until a read returns 0
-    /// bytes, and clunk: the write-then-read files of CONTRACT §4 (`tools`,
-    /// `tools_rev`, `proc/list`, `proc/new`, `proc/new.bg`).
+    /// Open `path` read-write, write `request`, read the response, and clunk:
+    /// the write-then-read files of CONTRACT §4 (`tools`, `tools_rev`,
+    /// `proc/list`, `proc/new`, `proc/new.bg`).
     ///
+    /// The response is fixed by the first read, and toolsrv answers every read
+    /// of it with as much as was asked for, so a read that returns fewer bytes
+    /// than asked is its last one (no extra round trip for the 0-byte read).
     /// When the request fits one message, walk, open, write and the first read
     /// leave in one socket write. Dropping the future cancels the request:
     /// the outstanding read is flushed and the fid clunked.
     pub async fn transact(&self, path: &str, request: &[u8]) -> Result<Vec<u8>, ClientError> {
-        self.read_pipelined(path, ORDWR, |_| Cow::Borrowed(request))
+        self.read_pipelined(path, ORDWR, End::ShortRead, |_| Cow::Borrowed(request))
             .await
     }
 
@@ -233,8 +243,10 @@ impl Client {
         path: &str,
         request: impl Fn(Option<&str>) -> String,
     ) -> Result<Vec<u8>, ClientError> {
-        self.read_pipelined(path, ORDWR, |t| Cow::Owned(request(t).into_bytes()))
-            .await
+        self.read_pipelined(path, ORDWR, End::ShortRead, |t| {
+            Cow::Owned(request(t).into_bytes())
+        })
+        .await
     }
 
     /// Open `path` with `mode` (`OREAD`, `OWRITE`, `ORDWR`, ...).
@@ -271,7 +283,7 @@ impl Client {
     /// List the directory at `path`: its stat entries in the server's order.
     pub async fn list_dir(&self, path: &str) -> Result<Vec<Stat>, ClientError> {
         let data = self
-            .read_pipelined(path, OREAD, |_| Cow::Borrowed(&[][..]))
+            .read_pipelined(path, OREAD, End::ZeroRead, |_| Cow::Borrowed(&[][..]))
             .await?;
         let mut rest = &data[..];
         let mut out = Vec::new();
@@ -326,13 +338,13 @@ impl Client {
     }
 
     /// Walk, open with `mode`, write the request (if any; built by `make` from
-    /// the token of the connection used), then read until a read returns 0
-    /// bytes; the first write and the first read are pipelined with the walk
-    /// and open.
+    /// the token of the connection used), then read until `end`; the first
+    /// write and the first read are pipelined with the walk and open.
     async fn read_pipelined<'r>(
         &self,
         path: &str,
         mode: u8,
+        end: End,
         make: impl Fn(Option<&str>) -> Cow<'r, [u8]>,
     ) -> Result<Vec<u8>, ClientError> {
         let names = elements(path);
@@ -413,18 +425,35 @@ impl Client {
             Some(r) => r?,
             None => reply::read(conn.call(Req::read(fid, 0, max))?.await?)?,
         };
-        if !data.is_empty() {
-            loop {
-                let body = conn.call(Req::read(fid, data.len() as u64, max))?.await?;
-                let chunk = reply::read(body)?;
-                if chunk.is_empty() {
-                    break;
-                }
-                data.extend_from_slice(&chunk);
-            }
+        let mut last = data.len();
+        while !end.reached(last, max) {
+            let body = conn.call(Req::read(fid, data.len() as u64, max))?.await?;
+            let chunk = reply::read(body)?;
+            last = chunk.len();
+            data.extend_from_slice(&chunk);
         }
         drop(guard); // clunk without waiting
         Ok(data)
+    }
+}
+
+/// When a sequence of reads of one file is over.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// At a read that returns 0 bytes (directories, any file).
+    ZeroRead,
+    /// At a read that returns fewer bytes than asked for: a write-then-read
+    /// response, whose reads toolsrv always fills (`docs/protocol.md`).
+    ShortRead,
+}
+
+impl End {
+    /// Whether a read that returned `got` bytes of the `asked` ends the sequence.
+    fn reached(self, got: usize, asked: u32) -> bool {
+        match self {
+            End::ZeroRead => got == 0,
+            End::ShortRead => got < asked as usize,
+        }
     }
 }
 

@@ -69,6 +69,16 @@ struct State {
     /// A task is scheduled to write detached requests (see [`Conn::send_detached`]).
     lazy_scheduled: bool,
     dead: bool,
+    /// Requests encoded so far (for tests and diagnostics).
+    sent: u64,
+}
+
+impl State {
+    /// Queue one request.
+    fn encode(&mut self, tag: u16, msg: Msg<'_>) {
+        self.sent += 1;
+        encode_msg(tag, msg, &mut self.out);
+    }
 }
 
 /// One request's message.
@@ -162,6 +172,7 @@ impl Conn {
                 flushing: false,
                 lazy_scheduled: false,
                 dead: false,
+                sent: 0,
             }),
             msize,
             runtime: tokio::runtime::Handle::current(),
@@ -211,6 +222,11 @@ impl Conn {
     /// Number of fids allocated (for tests and diagnostics).
     pub(crate) fn fids_in_use(&self) -> usize {
         self.lock().fids.in_use()
+    }
+
+    /// Number of requests sent (queued for the socket) so far.
+    pub(crate) fn requests_sent(&self) -> u64 {
+        self.lock().sent
     }
 
     /// Send a batch of requests in one write; the returned futures yield the
@@ -268,7 +284,7 @@ impl Conn {
                 clunk_fid: req.clunk_fid,
             },
         );
-        encode_msg(tag, req.msg, &mut st.out);
+        st.encode(tag, req.msg);
         Pending {
             conn: self.clone(),
             tag,
@@ -301,7 +317,7 @@ impl Conn {
                 flush_tag: None,
             },
         );
-        encode_msg(tag, req.msg, &mut st.out);
+        st.encode(tag, req.msg);
         if !st.lazy_scheduled {
             st.lazy_scheduled = true;
             let conn = self.clone();
@@ -342,7 +358,7 @@ impl Conn {
         );
         if let Some(ft) = flush_tag {
             set_waiter(&mut st, ft, Waiter::Flush { oldtag: tag });
-            encode_msg(ft, Msg::Body(Body::Tflush { oldtag: tag }), &mut st.out);
+            st.encode(ft, Msg::Body(Body::Tflush { oldtag: tag }));
             let _ = self.flush_locked(&mut st);
         }
     }

@@ -485,3 +485,50 @@ async fn long_requests_are_written_in_msize_chunks() {
         b"0"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_that_fits_one_read_costs_one_read() {
+    let s = Server::start(true);
+    let c = connect(&s).await;
+    bounded(c.transact("tools_rev", b"a1"))
+        .await
+        .expect("warm up");
+    let before = c.requests_sent();
+    assert_eq!(
+        bounded(c.transact("tools_rev", b"a1")).await.expect("rev"),
+        b"0"
+    );
+    // Twalk, Topen, Twrite, Tread, Tclunk: the short first read ends the
+    // response, no second read for 0 bytes.
+    assert_eq!(c.requests_sent() - before, 5);
+    until(|| c.fids_in_use() == 1 && c.outstanding_requests() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_longer_than_msize_is_read_whole() {
+    let s = Server::start(true);
+    let big = connect(&s).await;
+    let small = bounded(Client::connect_with_msize(s.socket(), Auth::None, 256))
+        .await
+        .expect("connect msize 256");
+    let all = tool_names(&bounded(big.read_file("all")).await.expect("read all"));
+    let load: Vec<String> = all.iter().map(|t| format!("load a1 {t}")).collect();
+    bounded(big.write_file("ctl", load.join("\n").as_bytes()))
+        .await
+        .expect("load");
+    let listing = bounded(big.transact("tools", b"a1")).await.expect("tools");
+    let reads = listing.len().div_ceil(256 - 24);
+    assert!(reads >= 3, "tools of a1 is only {} bytes", listing.len());
+    let before = small.requests_sent();
+    assert_eq!(
+        bounded(small.transact("tools", b"a1"))
+            .await
+            .expect("tools"),
+        listing
+    );
+    // Walk, open, write, clunk and one read per 232 bytes; one more read
+    // only when the last full read ended exactly at the end.
+    let sent = small.requests_sent() - before;
+    let exact = u64::from(listing.len() % (256 - 24) == 0);
+    assert_eq!(sent, 4 + reads as u64 + exact, "{} bytes", listing.len());
+}

@@ -10,7 +10,9 @@ use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode};
 /// The largest request a write-then-read file accepts.
 pub const MAX_REQUEST: usize = 16 << 20;
 
-/// `data[offset..offset+count]`, empty past the end.
+/// `data[offset..offset+count]`, empty past the end: always as much as was asked
+/// for while data remains, which the client relies on (a short read ends a
+/// write-then-read response; docs/client.md).
 pub fn slice_at(data: &[u8], offset: u64, count: u32) -> Vec<u8> {
     let start = usize::try_from(offset)
         .unwrap_or(usize::MAX)
