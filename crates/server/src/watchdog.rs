@@ -2,21 +2,84 @@
 //! tool process group when toolsrv dies, even by SIGKILL.
 //!
 //! `PR_SET_PDEATHSIG` (set in each tool) only reaches the tool itself, not what
-//! the tool started. The watchdog holds the read end of a pipe; toolsrv writes a
-//! record for every process group it starts (`+pgid`) and reaps (`-pgid`). When
-//! toolsrv dies, for whatever reason, the pipe reaches end of file and the
-//! watchdog sends SIGKILL to every group still listed, then exits.
+//! the tool started. toolsrv and the watchdog share a table of process group ids
+//! (an anonymous `MAP_SHARED` mapping made before the fork): toolsrv stores a
+//! group's id in a free slot when it starts the group and clears the slot when
+//! the group is gone. That costs two memory stores per tool and no system call
+//! or wake-up (a pipe of `+pgid`/`-pgid` records woke the watchdog twice per
+//! call). The watchdog blocks reading a pipe that toolsrv never writes; when
+//! toolsrv dies, for whatever reason, the read sees end of file and the watchdog
+//! sends SIGKILL to every group still in the table, then exits.
 
+use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 
-/// toolsrv's end of the watchdog pipe.
+/// Slots in the shared table: slot 0 holds how many slots were ever used (the
+/// watchdog scans no further), the others one process group id each (0: free).
+const SLOTS: usize = 1 << 16;
+
+/// toolsrv's side of the watchdog.
 pub struct Watchdog {
-    fd: OwnedFd,
+    /// Held open for toolsrv's lifetime; its closing wakes the watchdog.
+    _alive: OwnedFd,
+    table: Table,
+    books: Mutex<Books>,
 }
 
-const ADD: u8 = b'+';
-const REMOVE: u8 = b'-';
+/// Which slot holds which group, and the free slots.
+#[derive(Default)]
+struct Books {
+    slot_of: HashMap<i32, usize>,
+    free: Vec<usize>,
+    /// Slots handed out so far (the next unused one is `used + 1`).
+    used: usize,
+    /// Whether "table full" was already logged.
+    warned: bool,
+}
+
+/// The shared table: `SLOTS` atomic integers in a `MAP_SHARED` mapping.
+struct Table {
+    base: *const AtomicI32,
+}
+
+// Safety: the mapping is only accessed through atomics, and it is never unmapped
+// while the process runs (the Watchdog lives as long as the server).
+unsafe impl Send for Table {}
+// Safety: as above; every access is an atomic operation.
+unsafe impl Sync for Table {}
+
+impl Table {
+    fn new() -> io::Result<Table> {
+        // Safety: a fresh anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SLOTS * std::mem::size_of::<AtomicI32>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Table {
+            base: p as *const AtomicI32,
+        })
+    }
+
+    /// Slot `i`; callers keep `i < SLOTS`.
+    fn slot(&self, i: usize) -> &AtomicI32 {
+        debug_assert!(i < SLOTS);
+        // Safety: `i` is in bounds of the mapping (every caller bounds it), which is zero-initialised
+        // (a valid AtomicI32) and lives as long as `self`.
+        unsafe { &*self.base.add(i) }
+    }
+}
 
 impl Watchdog {
     /// Fork the watchdog process.
@@ -25,6 +88,7 @@ impl Watchdog {
     /// async runtime starts): the child only runs plain system calls and its own
     /// loop, but a fork of a multi-threaded process could inherit held locks.
     pub fn start() -> io::Result<Watchdog> {
+        let table = Table::new()?;
         let mut fds = [0; 2];
         // Safety: pipe2 writes two new descriptors into our array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -44,45 +108,66 @@ impl Watchdog {
             }
             0 => {
                 // Safety: we are the child; watch() never returns.
-                unsafe { watch(rd, wr) }
+                unsafe { watch(rd, wr, &table) }
             }
             _ => {
                 // Safety: the read end belongs to the child now; close our copy.
                 unsafe { libc::close(rd) };
-                // Safety: `wr` is ours and nobody else owns it.
                 Ok(Watchdog {
-                    fd: unsafe { OwnedFd::from_raw_fd(wr) },
+                    // Safety: `wr` is ours and nobody else owns it.
+                    _alive: unsafe { OwnedFd::from_raw_fd(wr) },
+                    table,
+                    books: Mutex::new(Books::default()),
                 })
             }
         }
     }
 
-    fn send(&self, op: u8, pgid: i32) {
-        let mut rec = [0u8; 5];
-        rec[0] = op;
-        rec[1..].copy_from_slice(&pgid.to_le_bytes());
-        // A 5-byte write to a pipe is atomic. If the watchdog is gone there is
-        // nothing better to do than carry on (its absence is logged at startup).
-        // Safety: writing from a local buffer to a descriptor we own.
-        unsafe { libc::write(self.fd.as_raw_fd(), rec.as_ptr().cast(), rec.len()) };
+    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A tool process group was started.
     pub fn track(&self, pgid: i32) {
-        self.send(ADD, pgid);
+        let mut b = self.books();
+        let slot = match b.free.pop() {
+            Some(s) => s,
+            None if b.used + 1 < SLOTS => {
+                b.used += 1;
+                // Publish the new bound before the slot is filled.
+                self.table.slot(0).store(b.used as i32, Ordering::Release);
+                b.used
+            }
+            None => {
+                if !std::mem::replace(&mut b.warned, true) {
+                    tracing::warn!(
+                        limit = SLOTS - 1,
+                        "watchdog table full: further tools are not killed if toolsrv is killed"
+                    );
+                }
+                return;
+            }
+        };
+        self.table.slot(slot).store(pgid, Ordering::Release);
+        b.slot_of.insert(pgid, slot);
     }
 
     /// A tool process group is gone (reaped and killed).
     pub fn untrack(&self, pgid: i32) {
-        self.send(REMOVE, pgid);
+        let mut b = self.books();
+        if let Some(slot) = b.slot_of.remove(&pgid) {
+            self.table.slot(slot).store(0, Ordering::Release);
+            b.free.push(slot);
+        }
     }
 }
 
-/// The watchdog's life: read records until EOF, then kill what is listed.
+/// The watchdog's life: wait for end of file on the pipe, then kill every group
+/// in the table.
 ///
 /// # Safety
 /// Only to be called in the child right after `fork`.
-unsafe fn watch(rd: i32, wr: i32) -> ! {
+unsafe fn watch(rd: i32, wr: i32, table: &Table) -> ! {
     // Safety (whole function): raw system calls on descriptors and memory we own.
     unsafe {
         libc::close(wr);
@@ -103,31 +188,18 @@ unsafe fn watch(rd: i32, wr: i32) -> ! {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         let name = b"toolsrv-watch\0";
         libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-        let mut groups: Vec<i32> = Vec::new();
-        let mut buf = [0u8; 5 * 512];
-        let mut have = 0usize;
+        let mut byte = 0u8;
         loop {
-            let n = libc::read(3, buf[have..].as_mut_ptr().cast(), buf.len() - have);
+            let n = libc::read(3, (&mut byte as *mut u8).cast(), 1);
             if n < 0 && *libc::__errno_location() == libc::EINTR {
                 continue;
             }
-            if n <= 0 {
-                break;
-            }
-            have += n as usize;
-            let whole = have - have % 5;
-            for rec in buf[..whole].chunks_exact(5) {
-                let pgid = i32::from_le_bytes([rec[1], rec[2], rec[3], rec[4]]);
-                match rec[0] {
-                    ADD => groups.push(pgid),
-                    REMOVE => groups.retain(|g| *g != pgid),
-                    _ => {}
-                }
-            }
-            buf.copy_within(whole..have, 0);
-            have -= whole;
+            // toolsrv never writes: any other outcome means it is gone.
+            break;
         }
-        for g in groups {
+        let used = (table.slot(0).load(Ordering::Acquire).max(0) as usize).min(SLOTS - 1);
+        for i in 1..=used {
+            let g = table.slot(i).load(Ordering::Acquire);
             if g > 1 {
                 libc::kill(-g, libc::SIGKILL);
             }

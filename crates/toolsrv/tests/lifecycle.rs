@@ -120,6 +120,36 @@ fn sigkill_of_the_server_takes_its_tools_along_within_3s() {
 }
 
 #[test]
+fn sigkill_after_many_finished_tools_takes_the_running_ones_along() {
+    // The watchdog's table has a slot per running group; finished tools free
+    // theirs and new ones reuse them. Groups started after many finished
+    // calls must still be killed, and only they (a stale slot would name a
+    // group id the kernel may hand to an unrelated process).
+    let mut d = server();
+    let mut c = d.attached();
+    load(&mut c, "a1", "quick");
+    load(&mut c, "a1", "pids");
+    for _ in 0..30 {
+        let r = call(&mut c, &[("tool", "quick"), ("agent", "a1")]);
+        assert_eq!(r["isError"], false, "{r}");
+    }
+    let (p1, g1) = start_bg(&d, &mut c, "pids", "r1");
+    let r = call(&mut c, &[("tool", "quick"), ("agent", "a1")]);
+    assert_eq!(r["isError"], false, "{r}");
+    let (p2, g2) = start_bg(&d, &mut c, "pids", "r2");
+    let pids = [p1, g1, p2, g2];
+    d.signal(libc::SIGKILL);
+    d.wait_exit(WAIT).expect("killed");
+    let dead = all_dead_within(&pids, Duration::from_secs(3));
+    let alive: Vec<_> = pids.iter().copied().filter(|&p| !os_dead(p)).collect();
+    kill_pids(&alive);
+    assert!(
+        dead,
+        "tools alive 3 s after SIGKILL of the server: {alive:?}"
+    );
+}
+
+#[test]
 fn a_second_signal_ends_a_slow_shutdown_at_once() {
     let mut d = server();
     let mut c = d.attached();
