@@ -1,6 +1,7 @@
 //! Reusable kinds of synthetic files.
 
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -108,18 +109,31 @@ impl<R: Request> RequestHandle<R> {
         if buf.is_empty() && !self.req.evaluate_unwritten() {
             self.req.unwritten()?;
         }
-        let task = tokio::spawn(self.req.clone().evaluate(
-            buf,
-            self.conn.clone(),
-            self.cancel.clone(),
-        ));
-        let fut: BoxFuture<'static, Result<Arc<Vec<u8>>, Error>> = async move {
-            match task.await {
-                Ok(r) => r.map(Arc::new),
-                Err(e) => Err(Error::new(format!("internal error: {e}"))),
+        let mut eval = self
+            .req
+            .clone()
+            .evaluate(buf, self.conn.clone(), self.cancel.clone());
+        // Run the evaluation as far as it goes without waiting, right here (for
+        // `proc/new`: prepare and spawn the tool), then let its own task carry
+        // on: the tool starts without a task hand-off (often to the other
+        // worker thread), and the rest of the evaluation does not depend on
+        // the read (a flushed read does not stop it). The task's first poll
+        // re-registers every waker the no-op one stood in for.
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        let fut: BoxFuture<'static, Result<Arc<Vec<u8>>, Error>> = match eval.as_mut().poll(&mut cx)
+        {
+            Poll::Ready(r) => futures::future::ready(r.map(Arc::new)).boxed(),
+            Poll::Pending => {
+                let task = tokio::spawn(eval);
+                async move {
+                    match task.await {
+                        Ok(r) => r.map(Arc::new),
+                        Err(e) => Err(Error::new(format!("internal error: {e}"))),
+                    }
+                }
+                .boxed()
             }
-        }
-        .boxed();
+        };
         let shared = fut.shared();
         *st = State::Evaluating(shared.clone());
         Ok(shared)
