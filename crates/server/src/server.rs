@@ -110,10 +110,10 @@ impl Server {
             .procs
             .create(spec_of(&prep, false), initial_state(&prep), Some(&cancel));
         self.run_request(&proc, &prep).await;
-        let st = proc.stat();
+        let (state, code) = proc.outcome();
         crate::exec::result::build(
-            st.state,
-            st.exit_code.unwrap_or(-1),
+            state,
+            code.unwrap_or(-1),
             &proc.output.snapshot(),
             prep.output_mode(),
             prep.timeout,

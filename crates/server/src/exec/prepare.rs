@@ -149,18 +149,19 @@ impl Executor {
             tracing::warn!(agent, tool = %payload.tool, rule = %refusal.rule, "command refused by validation");
             return Err(refusal.into());
         }
-        let ctx = PathContext {
+        // Built only when a cache below misses (it copies toolsrv's environment).
+        let ctx = || PathContext {
             cwd: cwd.clone(),
             env: self.own_env.clone(),
         };
-        let tmpdir = self.tmpdir.get_or((), || ctx.private_tmpdir());
+        let tmpdir = self.tmpdir.get_or((), || ctx().private_tmpdir());
         let confinement = if !sandboxed {
             None
         } else {
             let exec = exec_paths(&tool, &inv.program);
             // A reloaded policy is a new Arc, so a new key.
             let key = (Same(policy.clone()), cwd.clone(), exec.clone());
-            let rules = self.rules.get_or(key, || policy.resolve(&ctx, &exec));
+            let rules = self.rules.get_or(key, || policy.resolve(&ctx(), &exec));
             Some(self.confinement(&rules)?)
         };
         let env = compose(EnvParts {

@@ -1,7 +1,9 @@
 //! Step 5: spawn the tool, capture its output, enforce timeout and cancellation,
 //! reap it, and record how it ended.
 
+use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,7 +103,19 @@ impl Executor {
         if let Some(sig) = proc.started(child.pid()) {
             let _ = child.signal_group(sig);
         }
-        tracing::info!(pid = proc.pid, os_pid = child.pid(), agent = %proc.spec.agent, tool = %proc.spec.tool, sandboxed = prep.confinement.is_some(), "process started");
+        // Background processes get a line when they start; a sync call is
+        // short-lived and its "process ended" line says it all (one log write
+        // per call instead of two; the start is at debug level).
+        macro_rules! started {
+            ($level:ident) => {
+                tracing::$level!(pid = proc.pid, os_pid = child.pid(), agent = %proc.spec.agent, tool = %proc.spec.tool, sandboxed = prep.confinement.is_some(), "process started")
+            };
+        }
+        if proc.spec.background {
+            started!(info);
+        } else {
+            started!(debug);
+        }
         let pidfd = child
             .pidfd()
             .try_clone_to_owned()
@@ -112,40 +126,36 @@ impl Executor {
                     .map_err(std::io::Error::from)
             })
             .map_err(|e| self.abandon(&mut child, format!("cannot watch the process: {e}")))?;
-        let reader = {
-            let proc = proc.clone();
-            tokio::spawn(async move { pump(rd, &proc).await })
-        };
-
-        let end = tokio::select! {
-            _ = exited(&pidfd) => End::Exited,
-            _ = proc.stop.cancelled() => End::Stopped,
-            _ = tokio::time::sleep(prep.timeout) => End::TimedOut,
-        };
+        // The output is pumped by this task, alongside every wait below (no
+        // task of its own: the tool's exit and its pipe's end of file then
+        // wake one task, once).
+        let mut pump = Pump::new(pump(rd, proc));
+        let end = pump
+            .alongside(async {
+                tokio::select! {
+                    _ = exited(&pidfd) => End::Exited,
+                    _ = proc.stop.cancelled() => End::Stopped,
+                    _ = tokio::time::sleep(prep.timeout) => End::TimedOut,
+                }
+            })
+            .await;
         if !matches!(end, End::Exited) {
             let _ = child.signal_group(libc::SIGTERM);
-            if tokio::time::timeout(KILL_GRACE, exited(&pidfd))
+            if pump
+                .alongside(tokio::time::timeout(KILL_GRACE, exited(&pidfd)))
                 .await
                 .is_err()
             {
                 let _ = child.signal_group(libc::SIGKILL);
-                exited(&pidfd).await;
+                pump.alongside(exited(&pidfd)).await;
             }
         }
         // The tool has exited (not yet reaped). Give descendants that still hold
         // the output pipe a moment, then kill whatever is left of the group.
-        let mut reader = reader;
-        if tokio::time::timeout(DRAIN_GRACE, &mut reader)
-            .await
-            .is_err()
-        {
+        if !pump.finish_within(DRAIN_GRACE).await {
             let _ = child.signal_group(libc::SIGKILL);
-            if tokio::time::timeout(Duration::from_secs(1), &mut reader)
-                .await
-                .is_err()
-            {
-                reader.abort();
-            }
+            // Whatever is still unread after that is dropped with the pump.
+            pump.finish_within(Duration::from_secs(1)).await;
         } else {
             let _ = child.signal_group(libc::SIGKILL);
         }
@@ -178,6 +188,42 @@ impl Executor {
         if let Some(w) = &self.watchdog {
             w.untrack(pid);
         }
+    }
+}
+
+/// The output pump of one run, driven by the run's own task.
+struct Pump<F> {
+    fut: Pin<Box<F>>,
+    done: bool,
+}
+
+impl<F: Future<Output = ()>> Pump<F> {
+    fn new(fut: F) -> Pump<F> {
+        Pump {
+            fut: Box::pin(fut),
+            done: false,
+        }
+    }
+
+    /// Wait for `f` while the pump keeps copying output.
+    async fn alongside<T>(&mut self, f: impl Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut f => return r,
+                _ = self.fut.as_mut(), if !self.done => self.done = true,
+            }
+        }
+    }
+
+    /// Run the pump to the pipe's end of file for at most `limit`; whether it
+    /// got there.
+    async fn finish_within(&mut self, limit: Duration) -> bool {
+        if !self.done && tokio::time::timeout(limit, self.fut.as_mut()).await.is_ok() {
+            self.done = true;
+        }
+        self.done
     }
 }
 

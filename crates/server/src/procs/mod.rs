@@ -120,6 +120,12 @@ impl Proc {
         self.lock().ended.is_some()
     }
 
+    /// The state and exit code now (cheaper than [`Proc::stat`]).
+    pub fn outcome(&self) -> (ProcState, Option<i32>) {
+        let m = self.lock();
+        (m.state, m.exit_code)
+    }
+
     /// When it ended, if it has.
     pub fn ended_at(&self) -> Option<Instant> {
         self.lock().ended.map(|e| e.1)
