@@ -56,6 +56,13 @@ pub struct Followed {
 pub fn account(f: &mut Followed, text: &mut Vec<u8>, chunk: &[u8]) {
     f.reads += 1;
     f.max_read = f.max_read.max(chunk.len());
+    // The common case, a chunk of zeros only, is checked with an OR-reduction
+    // the compiler vectorizes (a per-byte count of zeros cost 14 % of the
+    // machine's samples during the follow, more than the client library).
+    if chunk.iter().fold(0u8, |acc, &b| acc | b) == 0 {
+        f.delivered += chunk.len() as u64;
+        return;
+    }
     let zeros = chunk.iter().filter(|&&b| b == 0).count();
     f.delivered += zeros as u64;
     if zeros != chunk.len() {
