@@ -271,6 +271,7 @@ impl Server {
                 },
             };
             let (peer_uid, peer_pid) = socket::peer(&stream);
+            socket::enlarge_send_buffer(&stream);
             if !socket::peer_allowed(peer_uid, my_uid) {
                 tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
                 continue;

@@ -117,6 +117,32 @@ pub fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
     }
 }
 
+/// The send buffer asked for on each connection: room for two of the largest
+/// `Rread`s (msize is at most 1 MiB), so a streamed `out` read is written in
+/// one go instead of in pieces, each waiting for the client to drain some. The
+/// kernel caps it at `net.core.wmem_max` (often 208 KiB); memory is only used
+/// while replies are queued.
+pub const SEND_BUFFER: i32 = 2 << 20;
+
+/// Ask for a [`SEND_BUFFER`]-byte send buffer on `stream` (best effort).
+pub fn enlarge_send_buffer(stream: &UnixStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = SEND_BUFFER;
+    // Safety: setsockopt reads `size` (an int we own) for the given length.
+    let r = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot enlarge the send buffer");
+    }
+}
+
 /// Whether a peer with `peer_uid` may talk to a server running as `my_uid`:
 /// same uid, or the server runs as root.
 pub fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
