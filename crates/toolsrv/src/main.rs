@@ -16,12 +16,6 @@ mod serve;
 
 use std::process::ExitCode;
 
-/// mimalloc: per-call allocations (payload, environment, argv, result) are
-/// many and small, spread over the runtime's threads; glibc's per-thread
-/// arenas grew and trimmed with `mprotect`/`munmap` on every call.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use clap::Parser;
 
 fn main() -> ExitCode {
