@@ -16,8 +16,9 @@ mod stack;
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 pub use process::{Child, ExitStatus};
 
@@ -96,7 +97,7 @@ pub enum SpawnError {
 /// stdin from `/dev/null`, stdout and stderr on `spec.output`, no other descriptor, default
 /// signal handling, and the confinement applied.
 pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
-    let devnull = open_devnull()?;
+    let devnull = dev_null()?;
     // The child dup3()s onto 0, 1 and 2: make sure no source descriptor is one of them.
     let output_dup;
     let output = if spec.output.as_raw_fd() < 3 {
@@ -245,6 +246,32 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .map(|s| s.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect()
+}
+
+/// `/dev/null`, opened once for the life of the process and shared by every
+/// spawn (each child `dup3`s it onto its stdin; an open per spawn cost a path
+/// lookup and two descriptor-table updates per call).
+static DEV_NULL: OnceLock<OwnedFd> = OnceLock::new();
+
+/// The shared `/dev/null` descriptor, opened on first use.
+fn dev_null() -> Result<BorrowedFd<'static>, SpawnError> {
+    if DEV_NULL.get().is_none() {
+        // A concurrent first use may win the race: then ours is closed here.
+        let _ = DEV_NULL.set(open_devnull()?);
+    }
+    DEV_NULL
+        .get()
+        .map(AsFd::as_fd)
+        .ok_or_else(|| SpawnError::Prepare {
+            step: "/dev/null",
+            source: io::Error::from_raw_os_error(libc::EBADF),
+        })
+}
+
+/// Open the `/dev/null` descriptor every spawn shares now rather than at the
+/// first spawn (so a count of open descriptors taken after startup stays put).
+pub fn preopen() -> Result<(), SpawnError> {
+    dev_null().map(|_| ())
 }
 
 /// Opens `/dev/null` read-only, close-on-exec, at descriptor 3 or above.

@@ -36,15 +36,21 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // Safety: both descriptors were just created and are owned by nobody else.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // Safety: fcntl on descriptors we own.
+    // Safety: fcntl on a descriptor we own.
     unsafe {
         let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
         libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
-        // A larger pipe means fewer wake-ups for chatty tools; the kernel may
-        // refuse (pipe-max-size, per-user limits), which is fine.
-        libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE);
     }
     Ok((r, w))
+}
+
+/// Grow the pipe behind `fd` to [`PIPE_SIZE`]: fewer wake-ups for a chatty
+/// tool. Done once its output fills the pump's first buffer, not for every
+/// tool (most print little, and the larger ring costs an allocation). The
+/// kernel may refuse (pipe-max-size, per-user limits), which is fine.
+fn grow_pipe(fd: &impl AsRawFd) {
+    // Safety: fcntl on a descriptor the caller keeps open.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
 }
 
 /// Wait until the child has exited (without reaping it: its pid, and so its
@@ -235,6 +241,7 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
     // Start small (most tools print little) and grow up to the pipe's size
     // when reads fill the buffer; spare capacity is never zeroed.
     let mut buf = Vec::with_capacity(PUMP_START);
+    let mut grown = false;
     loop {
         buf.clear();
         match rx.read_buf(&mut buf).await {
@@ -242,6 +249,10 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
             Ok(n) => {
                 proc.output.push_paced(&buf).await;
                 if n == buf.capacity() && n < PIPE_SIZE as usize {
+                    if !grown {
+                        grow_pipe(&rx);
+                        grown = true;
+                    }
                     buf = Vec::with_capacity((n * 4).min(PIPE_SIZE as usize));
                 }
             }

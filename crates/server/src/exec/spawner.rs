@@ -43,6 +43,9 @@ pub struct Spawner {
 impl Spawner {
     /// A spawner recording into `tracked` and announcing to `watchdog`.
     pub fn new(tracked: Arc<Tracked>, watchdog: Option<Arc<Watchdog>>) -> Spawner {
+        if let Err(e) = toolsrv_sandbox::spawn::preopen() {
+            tracing::warn!(error = %e, "cannot open /dev/null now; each spawn will try again");
+        }
         Spawner { tracked, watchdog }
     }
 
