@@ -284,3 +284,30 @@ fn five_hundred_background_processes_at_once() {
     );
     drop(w);
 }
+
+#[test]
+fn an_orphan_a_tool_leaves_is_reaped_while_the_server_runs() {
+    // Tools are started without an exit signal (their end is seen on the
+    // pidfd), but what they leave behind is re-parented to the server (a
+    // subreaper) and signals its end with SIGCHLD, which the orphan reaper
+    // answers: no zombie stays.
+    let (srv, mut c) = shell_session(&[]);
+    let server = srv.pid();
+    let r = call(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", "sleep 0.2 >/dev/null 2>&1 & echo $!"),
+        ],
+    );
+    let orphan: i32 = ok_text(&r).trim().parse().expect("orphan pid");
+    let mut z = Vec::new();
+    assert!(
+        wait_until(WAIT, || {
+            z = zombie_children(server);
+            !Path::new(&format!("/proc/{orphan}")).exists() && z.is_empty()
+        }),
+        "orphan {orphan} not reaped; zombie children of the server: {z:?}"
+    );
+}

@@ -93,8 +93,9 @@ impl Child {
     }
 }
 
-/// `waitid(P_PIDFD, fd, WEXITED | extra)`, retrying on EINTR. `None`: not exited yet
-/// (only with `WNOHANG`).
+/// `waitid(P_PIDFD, fd, WEXITED | __WALL | extra)`, retrying on EINTR. `None`: not
+/// exited yet (only with `WNOHANG`). `__WALL`: tools are started without an exit
+/// signal (see `spawn`), which makes them "clone" children to `waitid`.
 pub(crate) fn wait_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<ExitStatus>> {
     loop {
         let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
@@ -105,7 +106,7 @@ pub(crate) fn wait_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<Ex
                 libc::P_PIDFD,
                 fd.as_raw_fd() as libc::id_t,
                 info.as_mut_ptr(),
-                libc::WEXITED | extra,
+                libc::WEXITED | libc::__WALL | extra,
             )
         };
         if ret != 0 {
