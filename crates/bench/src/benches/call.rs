@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use toolsrv_client::{CallRequest, Client};
 
 use crate::agent::{call_ok, connect};
-use crate::bare::{command, cpu_time, proc_scan, PosixSpawn};
+use crate::bare::{command, cpu_time, PosixSpawn};
 use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, human, time_line, Figure, Target};
 use crate::server::{ServerOpts, ServerProcess};
@@ -115,8 +115,7 @@ pub fn run_latency(ctx: &Ctx) -> Result<()> {
 }
 
 /// Where a call's time goes, as far as the outside can tell: the servers' CPU
-/// per call (own, and their reaped children's, i.e. the tools'), and one scan
-/// of `/proc/*/stat` like the one the server's orphan reaper makes per SIGCHLD.
+/// per call (own, and their reaped children's, i.e. the tools').
 fn print_splits(
     cpu0: &[(Duration, Duration); 2],
     cpu1: &[(Duration, Duration); 2],
@@ -130,20 +129,6 @@ fn print_splits(
             per(cpu0[i].1, cpu1[i].1)
         );
     }
-    let mut scans = Vec::new();
-    let mut procs = 0;
-    for _ in 0..200 {
-        let t = Instant::now();
-        procs = proc_scan()?;
-        scans.push(t.elapsed());
-    }
-    let s = figure("scan", &scans)?.summary;
-    println!(
-        "   split: one scan of /proc/*/stat ({procs} processes), as the server's orphan reaper makes on every SIGCHLD: median {} (p10 {}, p90 {})",
-        human(s.median),
-        human(s.p10),
-        human(s.p90)
-    );
     Ok(())
 }
 
