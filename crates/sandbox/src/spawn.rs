@@ -11,13 +11,14 @@
 //! blocking-pool thread), or the child is killed when that thread exits.
 
 mod child;
+mod clone3;
 mod process;
 mod stack;
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 pub use process::{Child, ExitStatus};
@@ -138,6 +139,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         parent_pid: unsafe { libc::getpid() },
         failed_stage: AtomicU32::new(0),
         failed_errno: AtomicI32::new(0),
+        reset_signals: AtomicU64::new(u64::MAX),
     };
     // One stack per thread, reused: CLONE_VFORK keeps this thread suspended until
     // the child has exec'd or exited, so the stack is free again when clone
@@ -176,13 +178,53 @@ fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, Owne
         });
     }
     let mut pidfd: libc::c_int = -1;
+    let arg = args as *const ChildArgs as *mut libc::c_void;
+    let (low, size) = stack.region();
+    args.reset_signals
+        .store(clone3::ignored_signals(), Ordering::Relaxed);
+    // Safety: as for `clone` below; `region` is the same unused stack, and the
+    // top of an mmap'd region is page- (so 16-byte) aligned.
+    let first = unsafe { clone3::clone3_vfork(child::child_main, arg, low, size, &mut pidfd) };
+    let started = match first {
+        clone3::Outcome::Started(pid) => Ok(pid),
+        clone3::Outcome::Failed(errno) => Err(errno),
+        clone3::Outcome::Unavailable => {
+            args.reset_signals.store(u64::MAX, Ordering::Relaxed);
+            clone_legacy(args, stack, &mut pidfd)
+        }
+    };
+    // Safety: restores the mask saved by the successful pthread_sigmask above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
+    }
+    let pid = started.map_err(|errno| SpawnError::Prepare {
+        step: "clone",
+        source: io::Error::from_raw_os_error(errno),
+    })?;
+    if pidfd < 0 {
+        return Err(SpawnError::Prepare {
+            step: "pidfd",
+            source: io::Error::from_raw_os_error(libc::EBADF),
+        });
+    }
+    // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// `clone(2)` of the vfork child (where `clone3` is unavailable): its pid, or
+/// the errno.
+fn clone_legacy(
+    args: &ChildArgs,
+    stack: &stack::ChildStack,
+    pidfd: &mut libc::c_int,
+) -> Result<i32, i32> {
     // No exit signal (the low byte is 0): the parent learns of the exit from the
     // pidfd, and a SIGCHLD per tool would only cost a signal delivery, a handler
     // run and a wake-up of whatever listens for it (the orphan reaper). Orphans
     // re-parented to the server still send SIGCHLD.
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD;
     // Safety: `child_main` only reads `args` and writes its atomics; `args`, the argv/envp
-    // arrays and the strings they point to live in this thread's frame, which stays
+    // arrays and the strings they point to live in the caller's frame, which stays
     // suspended (CLONE_VFORK) until the child has exec'd or exited. The child runs on
     // `stack`, a separate mapping that outlives the call. CLONE_PIDFD stores the pidfd
     // into `pidfd`.
@@ -192,28 +234,16 @@ fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, Owne
             stack.top(),
             flags,
             args as *const ChildArgs as *mut libc::c_void,
-            &mut pidfd as *mut libc::c_int,
+            pidfd as *mut libc::c_int,
         )
     };
-    let clone_err = io::Error::last_os_error();
-    // Safety: restores the mask saved by the successful pthread_sigmask above.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
-    }
     if pid < 0 {
-        return Err(SpawnError::Prepare {
-            step: "clone",
-            source: clone_err,
-        });
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    } else {
+        Ok(pid)
     }
-    if pidfd < 0 {
-        return Err(SpawnError::Prepare {
-            step: "pidfd",
-            source: io::Error::from_raw_os_error(libc::EBADF),
-        });
-    }
-    // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
 }
 
 fn child_error(spec: &SpawnSpec, stage: u32, errno: i32) -> SpawnError {
@@ -270,6 +300,13 @@ fn dev_null() -> Result<BorrowedFd<'static>, SpawnError> {
             step: "/dev/null",
             source: io::Error::from_raw_os_error(libc::EBADF),
         })
+}
+
+/// Use `clone(2)` and the per-signal reset from now on, as on kernels or
+/// architectures without `clone3` (for the tests of that path).
+#[doc(hidden)]
+pub fn disable_clone3() {
+    clone3::disable();
 }
 
 /// Open the `/dev/null` descriptor every spawn shares now rather than at the

@@ -5,7 +5,7 @@
 //! suspended thread's frame), makes raw system calls, and reports a failure through two
 //! atomics. No allocation, no locks, no formatting, no panics.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use libc::{c_char, c_int, c_long, c_void};
 
@@ -81,6 +81,10 @@ pub(crate) struct ChildArgs {
     pub(crate) failed_stage: AtomicU32,
     /// The errno of the failed stage, written by the child.
     pub(crate) failed_errno: AtomicI32,
+    /// Signals whose disposition the child resets to SIG_DFL (bit `n - 1` for
+    /// signal `n`): all of them after `clone`, only the ignored ones after
+    /// `clone3(CLONE_CLEAR_SIGHAND)`. Set by the parent before each attempt.
+    pub(crate) reset_signals: AtomicU64,
 }
 
 /// Entry point of the cloned child. Never returns.
@@ -123,7 +127,7 @@ fn check(ret: c_long, stage: Stage) -> Result<c_long, (Stage, i32)> {
 }
 
 fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
-    reset_signals()?;
+    reset_signals(args.reset_signals.load(Ordering::Relaxed))?;
     // Safety (all calls below): raw system calls whose pointer arguments are either null
     // or point into `args` / memory the parent keeps alive while this child runs.
     unsafe {
@@ -219,18 +223,21 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
     Err((Stage::Exec, errno()))
 }
 
-/// Resets every signal disposition to SIG_DFL (handled *and* ignored ones: a tool starts
-/// with a clean slate whatever toolsrv inherited, e.g. SIGINT ignored by a background
-/// shell, SIGPIPE ignored by the Rust runtime), then empties the signal mask.
+/// Resets the dispositions of the signals in `mask` to SIG_DFL, then empties the
+/// signal mask. After `clone`, `mask` holds every signal: handled *and* ignored
+/// ones, so a tool starts with a clean slate whatever toolsrv inherited (SIGINT
+/// ignored by a background shell, SIGPIPE ignored by the Rust runtime). After
+/// `clone3(CLONE_CLEAR_SIGHAND)` the kernel has reset the handled ones and `mask`
+/// holds only the ignored ones.
 ///
 /// Signals are all blocked on entry (the parent blocked them around `clone`), so no
 /// parent handler can run in this child before its disposition is reset.
-fn reset_signals() -> Result<(), (Stage, i32)> {
+fn reset_signals(mask: u64) -> Result<(), (Stage, i32)> {
     // The kernel `struct sigaction` is at most 4 words on the supported architectures;
     // all zeroes means SIG_DFL, no flags, empty mask, whatever the field order.
     let default_action = [0u64; 4];
     for sig in 1..=MAX_SIGNAL {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || mask & (1u64 << (sig - 1)) == 0 {
             continue;
         }
         // Safety: installs the all-zero (SIG_DFL) action read from `default_action`;

@@ -43,6 +43,14 @@ impl ChildStack {
         Ok(stack)
     }
 
+    /// The usable region (above the guard page): its low end and size.
+    pub(crate) fn region(&self) -> (*mut libc::c_void, usize) {
+        // Safety: STACK_SIZE bytes below the top lie inside the mapping (above the
+        // guard page), so the pointer stays within it.
+        let low = unsafe { self.top().cast::<u8>().sub(STACK_SIZE).cast() };
+        (low, STACK_SIZE)
+    }
+
     /// The initial stack pointer (the high end; stacks grow down on every supported arch).
     pub(crate) fn top(&self) -> *mut libc::c_void {
         // Safety: `len` is the size of the mapping, so the result is one past its end,

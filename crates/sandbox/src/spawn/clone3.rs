@@ -1,0 +1,181 @@
+//! `clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_CLEAR_SIGHAND)`: the kernel
+//! resets every *handled* signal to its default disposition in the child, so the child
+//! need not make one `rt_sigaction` call per signal (63 system calls per spawn) to keep
+//! toolsrv's handlers from ever running in it. It only resets the signals toolsrv
+//! *ignores* (those survive both `CLONE_CLEAR_SIGHAND` and `execve`), usually just
+//! SIGPIPE.
+//!
+//! glibc has no public `clone3` wrapper, and the child of `clone3` resumes at the
+//! system call itself, on the new stack: the call is made from a few lines of assembly
+//! that, in the child, call the child function on that stack. x86_64 only; elsewhere,
+//! or when the kernel refuses `clone3` (before Linux 5.5, or a seccomp policy), the
+//! caller falls back to `clone(2)` and the per-signal reset.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use libc::{c_int, c_long, c_void};
+
+/// `CLONE_CLEAR_SIGHAND` (Linux 5.5): not in every libc release.
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+
+/// The first version of `struct clone_args` (64 bytes), all this needs.
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+}
+
+/// Set once `clone3` was refused: every later spawn goes straight to `clone`.
+static REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Never try `clone3` again in this process.
+pub(crate) fn disable() {
+    REFUSED.store(true, Ordering::Relaxed);
+}
+
+/// What [`clone3_vfork`] did.
+pub(crate) enum Outcome {
+    /// The child ran and has exec'd or exited: its pid.
+    Started(i32),
+    /// `clone3` is not available here: use `clone`.
+    Unavailable,
+    /// `clone3` failed with this errno.
+    Failed(i32),
+}
+
+/// Signals toolsrv ignores (bit `n - 1` for signal `n`), read once: the child resets
+/// these. Dispositions only change at startup (the Rust runtime ignores SIGPIPE, a
+/// parent shell may have ignored SIGINT/SIGQUIT); a signal set to SIG_IGN later would
+/// merely stay ignored in tools, it could never run a handler in the child.
+pub(crate) fn ignored_signals() -> u64 {
+    static IGNORED: OnceLock<u64> = OnceLock::new();
+    *IGNORED.get_or_init(|| {
+        let mut mask = 0u64;
+        for sig in 1..=64u64 {
+            // The kernel's `struct sigaction` (at most 4 words; the handler comes
+            // first on x86_64, aarch64 and riscv64). The raw call also sees the
+            // signals glibc reserves for itself (32, 33), which its wrapper hides.
+            let mut old = [0u64; 4];
+            // Safety: queries (does not change) the disposition of `sig` into `old`,
+            // which is large enough for the kernel's structure.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig as c_long,
+                    std::ptr::null::<c_void>(),
+                    old.as_mut_ptr(),
+                    8 as c_long,
+                )
+            };
+            if r == 0 && old[0] == libc::SIG_IGN as u64 {
+                mask |= 1 << (sig - 1);
+            }
+        }
+        mask
+    })
+}
+
+/// Start `child(arg)` on the stack `[stack, stack + stack_size)` as a vfork-style
+/// child with no exit signal and handled signals reset; the pidfd is stored in
+/// `*pidfd`.
+///
+/// # Safety
+/// As for `clone(2)` with `CLONE_VM | CLONE_VFORK`: `child` must never return and
+/// only make raw system calls; everything it reads must stay valid until it has
+/// exec'd or exited (this thread stays suspended until then); the stack must be
+/// unused and 16-byte aligned at its top. Signals should be blocked around the call.
+pub(crate) unsafe fn clone3_vfork(
+    child: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+    stack: *mut c_void,
+    stack_size: usize,
+    pidfd: &mut c_int,
+) -> Outcome {
+    if REFUSED.load(Ordering::Relaxed) {
+        return Outcome::Unavailable;
+    }
+    let args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64
+            | CLONE_CLEAR_SIGHAND,
+        pidfd: pidfd as *mut c_int as u64,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: 0,
+        stack: stack as u64,
+        stack_size: stack_size as u64,
+        tls: 0,
+    };
+    // Safety: forwarded to the caller's contract.
+    let ret = unsafe { raw_clone3(&args, child, arg) };
+    if ret >= 0 {
+        return Outcome::Started(ret as i32);
+    }
+    let errno = -ret as i32;
+    match errno {
+        libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EPERM => {
+            REFUSED.store(true, Ordering::Relaxed);
+            Outcome::Unavailable
+        }
+        e => Outcome::Failed(e),
+    }
+}
+
+/// The system call; returns the child's pid or `-errno`. In the child, calls
+/// `child(arg)` on the new stack (it never returns; `ud2` traps if it does).
+///
+/// # Safety
+/// See [`clone3_vfork`].
+#[cfg(target_arch = "x86_64")]
+unsafe fn raw_clone3(
+    args: &CloneArgs,
+    child: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+) -> c_long {
+    let ret: c_long;
+    // Safety: the kernel reads `args` (valid for the call). In the parent only rax,
+    // rcx and r11 change (declared). The child starts with the parent's registers
+    // and rsp at the top of its own stack, clears the frame pointer, and calls
+    // `child(arg)` with the System V convention (arg in rdi, rsp 16-byte aligned
+    // before the call); it never comes back into this function.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => ret,
+            in("rdi") args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") arg,
+            in("r13") child,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// No `clone3` path on this architecture: always `-ENOSYS` (use `clone`).
+///
+/// # Safety
+/// Trivially safe; `unsafe` only to match the x86_64 version.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn raw_clone3(
+    _args: &CloneArgs,
+    _child: extern "C" fn(*mut c_void) -> c_int,
+    _arg: *mut c_void,
+) -> c_long {
+    -(libc::ENOSYS as c_long)
+}
