@@ -15,7 +15,12 @@ fn without_clone3_tools_still_start_with_default_signals_and_an_empty_mask() {
     // A handler in the parent, as tokio installs for SIGCHLD/SIGTERM: the tool
     // must not inherit it (nor SIGPIPE ignored by the Rust runtime).
     // Safety: installs a handler that does nothing, for SIGUSR1 in this test process.
-    unsafe { libc::signal(libc::SIGUSR1, noop_handler as libc::sighandler_t) };
+    unsafe {
+        libc::signal(
+            libc::SIGUSR1,
+            noop_handler as *const () as libc::sighandler_t,
+        )
+    };
     let (status, out) = run(&["/bin/cat", "/proc/self/status"], "/", None).expect("spawn cat");
     assert_eq!(status, ExitStatus::Code(0));
     let field = |name: &str| {
