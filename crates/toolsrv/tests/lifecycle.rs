@@ -94,6 +94,20 @@ fn sigint_takes_the_same_path() {
     assert!(!d.socket.exists());
 }
 
+/// SIGKILL the server; every one of `pids` must be gone within 3 s (the
+/// watchdog). Survivors are killed before the assertion fails.
+fn sigkill_takes_along(d: &mut Daemon, pids: &[i32]) {
+    d.signal(libc::SIGKILL);
+    d.wait_exit(WAIT).expect("killed");
+    let dead = all_dead_within(pids, Duration::from_secs(3));
+    let alive: Vec<_> = pids.iter().copied().filter(|&p| !os_dead(p)).collect();
+    kill_pids(&alive);
+    assert!(
+        dead,
+        "tools alive 3 s after SIGKILL of the server: {alive:?}"
+    );
+}
+
 #[test]
 fn sigkill_of_the_server_takes_its_tools_along_within_3s() {
     let mut d = server();
@@ -108,15 +122,7 @@ fn sigkill_of_the_server_takes_its_tools_along_within_3s() {
         &payload(&[("tool", "pids"), ("agent", "a1"), ("name", "k2")]),
     );
     let pids = [p1, g1, d.pid_file("k2.pid"), d.pid_file("k2.gpid")];
-    d.signal(libc::SIGKILL);
-    d.wait_exit(WAIT).expect("killed");
-    let dead = all_dead_within(&pids, Duration::from_secs(3));
-    let alive: Vec<_> = pids.iter().copied().filter(|&p| !os_dead(p)).collect();
-    kill_pids(&alive);
-    assert!(
-        dead,
-        "tools alive 3 s after SIGKILL of the server: {alive:?}"
-    );
+    sigkill_takes_along(&mut d, &pids);
 }
 
 #[test]
@@ -138,15 +144,7 @@ fn sigkill_after_many_finished_tools_takes_the_running_ones_along() {
     assert_eq!(r["isError"], false, "{r}");
     let (p2, g2) = start_bg(&d, &mut c, "pids", "r2");
     let pids = [p1, g1, p2, g2];
-    d.signal(libc::SIGKILL);
-    d.wait_exit(WAIT).expect("killed");
-    let dead = all_dead_within(&pids, Duration::from_secs(3));
-    let alive: Vec<_> = pids.iter().copied().filter(|&p| !os_dead(p)).collect();
-    kill_pids(&alive);
-    assert!(
-        dead,
-        "tools alive 3 s after SIGKILL of the server: {alive:?}"
-    );
+    sigkill_takes_along(&mut d, &pids);
 }
 
 #[test]
