@@ -1,7 +1,8 @@
 //! The child spawn path: a vfork-style child that joins its own process group, applies
 //! the confinement and `exec`s the tool.
 //!
-//! The child is created with `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` and no exit signal, like
+//! The child is created with `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` (or
+//! `clone3` with `CLONE_CLEAR_SIGHAND`, see the `clone3` module), like
 //! glibc's `posix_spawn`: no page tables are copied, so the cost does not grow with the
 //! server's memory. The child runs [`child::child_main`] on a small private stack and only
 //! makes raw system calls until `execve`.
@@ -218,11 +219,7 @@ fn clone_legacy(
     stack: &stack::ChildStack,
     pidfd: &mut libc::c_int,
 ) -> Result<i32, i32> {
-    // No exit signal (the low byte is 0): the parent learns of the exit from the
-    // pidfd, and a SIGCHLD per tool would only cost a signal delivery, a handler
-    // run and a wake-up of whatever listens for it (the orphan reaper). Orphans
-    // re-parented to the server still send SIGCHLD.
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD;
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
     // Safety: `child_main` only reads `args` and writes its atomics; `args`, the argv/envp
     // arrays and the strings they point to live in the caller's frame, which stays
     // suspended (CLONE_VFORK) until the child has exec'd or exited. The child runs on

@@ -117,28 +117,29 @@ impl Server {
         }
     }
 
-    /// Reap orphaned descendants re-parented to us (we are a subreaper) whenever
-    /// a child exits.
+    /// Reap orphaned descendants re-parented to us (we are a subreaper): after
+    /// tool runs end, and every `ORPHAN_POLL` while orphans are alive (see
+    /// [`crate::reaper`] for why not on SIGCHLD).
     pub async fn reap_orphans(self: Arc<Self>, shutdown: CancellationToken) {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut sigchld) = signal(SignalKind::child()) else {
-            tracing::warn!(
-                "cannot watch SIGCHLD; orphaned tool descendants are reaped only at shutdown"
-            );
-            return;
-        };
+        let tracked = &self.executor.tracked;
+        let mut orphans_alive = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = sigchld.recv() => {}
+                _ = tracked.ended.notified() => {}
+                _ = tokio::time::sleep(crate::reaper::ORPHAN_POLL), if orphans_alive => {}
             }
-            // Most SIGCHLDs are tools, reaped by the executor through their
-            // pidfds: look for orphans at most every ORPHAN_SCAN_PERIOD.
+            // Tools end in bursts: look at most every ORPHAN_SCAN_PERIOD.
             tokio::time::sleep(ORPHAN_SCAN_PERIOD).await;
-            let n = crate::reaper::reap_orphans(&self.executor.tracked);
-            if n > 0 {
-                tracing::debug!(reaped = n, "orphaned descendants reaped");
+            let scan = crate::reaper::reap_orphans(tracked);
+            if scan.reaped > 0 {
+                tracing::debug!(
+                    reaped = scan.reaped,
+                    alive = scan.alive,
+                    "orphaned descendants reaped"
+                );
             }
+            orphans_alive = scan.alive > 0;
         }
     }
 

@@ -5,17 +5,31 @@
 //! Tools themselves are reaped through their pidfds by the executor; the reaper
 //! never calls `waitpid(-1)` (that would steal their statuses). It looks for
 //! zombie children that are not tracked tools and reaps those by pid.
+//!
+//! When it looks: orphans only appear when something in a tool's tree dies, so
+//! after each tool run ends (the executor's [`Tracked::ended`] notice), and
+//! then every [`ORPHAN_POLL`] for as long as orphans are alive. toolsrv does not
+//! handle SIGCHLD: every tool's exit would run a signal handler and wake the
+//! runtime's signal driver and this task (~5 % of the server's CPU per call).
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-/// Pids of tool processes the executor reaps itself.
+/// How often to look again while orphans are alive.
+pub const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Pids of tool processes the executor reaps itself, and the notice that one
+/// ended (a moment when orphans may have appeared).
 #[derive(Default)]
-pub struct Tracked(Mutex<HashSet<i32>>);
+pub struct Tracked {
+    pids: Mutex<HashSet<i32>>,
+    /// Signalled when a tool was reaped and its group killed.
+    pub ended: tokio::sync::Notify,
+}
 
 impl Tracked {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.pids.lock().unwrap_or_else(|p| p.into_inner())
     }
     /// Spawn while holding the lock, recording the new pid before the orphan
     /// reaper can look at it (a fast tool may already be a zombie when `spawn`
@@ -30,9 +44,10 @@ impl Tracked {
         g.insert(pid_of(&t));
         Ok(t)
     }
-    /// A tool was reaped.
+    /// A tool was reaped (and its group killed): orphans may have appeared.
     pub fn remove(&self, pid: i32) {
         self.lock().remove(&pid);
+        self.ended.notify_one();
     }
 }
 
@@ -89,30 +104,40 @@ fn scan_children() -> Vec<i32> {
         .collect()
 }
 
-/// Reap zombie children that are not tracked tools; returns how many.
-pub fn reap_orphans(tracked: &Tracked) -> usize {
-    let mut n = 0;
-    let zombies: Vec<i32> = children()
-        .into_iter()
-        .filter(|(_, state)| *state == 'Z')
-        .map(|(pid, _)| pid)
-        .collect();
-    if zombies.is_empty() {
-        return 0;
+/// What one look for orphans found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct OrphanScan {
+    /// Zombie orphans reaped.
+    pub reaped: usize,
+    /// Orphans still alive (they will need reaping once they end).
+    pub alive: usize,
+}
+
+/// Reap zombie children that are not tracked tools, and count the live ones.
+pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
+    let mut scan = OrphanScan::default();
+    let kids = children();
+    if kids.is_empty() {
+        return scan;
     }
     // Hold the lock while deciding and reaping, so a tool being spawned right
     // now (recorded under the same lock) is never taken for an orphan.
     let g = tracked.lock();
-    for pid in zombies {
-        if !g.contains(&pid) {
-            let mut status = 0;
-            // Safety: waitpid on one specific child with WNOHANG.
-            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-                n += 1;
-            }
+    for (pid, state) in kids {
+        if g.contains(&pid) {
+            continue;
+        }
+        if state != 'Z' {
+            scan.alive += 1;
+            continue;
+        }
+        let mut status = 0;
+        // Safety: waitpid on one specific child with WNOHANG.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            scan.reaped += 1;
         }
     }
-    n
+    scan
 }
 
 /// Kill every child that is not a tracked tool (and its group): used at shutdown

@@ -287,10 +287,9 @@ fn five_hundred_background_processes_at_once() {
 
 #[test]
 fn an_orphan_a_tool_leaves_is_reaped_while_the_server_runs() {
-    // Tools are started without an exit signal (their end is seen on the
-    // pidfd), but what they leave behind is re-parented to the server (a
-    // subreaper) and signals its end with SIGCHLD, which the orphan reaper
-    // answers: no zombie stays.
+    // What a tool leaves behind is re-parented to the server (a subreaper),
+    // killed with the tool's group when the run ends, and reaped by the
+    // orphan reaper, which looks after every run: no zombie stays.
     let (srv, mut c) = shell_session(&[]);
     let server = srv.pid();
     let r = call(
@@ -302,6 +301,46 @@ fn an_orphan_a_tool_leaves_is_reaped_while_the_server_runs() {
         ],
     );
     let orphan: i32 = ok_text(&r).trim().parse().expect("orphan pid");
+    let mut z = Vec::new();
+    assert!(
+        wait_until(WAIT, || {
+            z = zombie_children(server);
+            !Path::new(&format!("/proc/{orphan}")).exists() && z.is_empty()
+        }),
+        "orphan {orphan} not reaped; zombie children of the server: {z:?}"
+    );
+}
+
+#[test]
+fn an_escaped_orphan_that_ends_later_is_reaped_while_the_server_runs() {
+    // A descendant in a session of its own survives the group kill at the end
+    // of the run and ends a second later, with no tool ending after it: the
+    // reaper, which saw it alive, keeps looking (every second) until it has
+    // reaped it.
+    let (srv, mut c) = shell_session(&[]);
+    let server = srv.pid();
+    let r = call(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            (
+                "command",
+                "setsid sh -c 'echo $$ > esc.tmp && mv esc.tmp esc.pid; exec sleep 1' \
+                 >/dev/null 2>&1 & while [ ! -e esc.pid ]; do sleep 0.01; done",
+            ),
+        ],
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    let orphan: i32 = std::fs::read_to_string(srv.dir.path().join("esc.pid"))
+        .expect("esc.pid")
+        .trim()
+        .parse()
+        .expect("orphan pid");
+    assert!(
+        !os_dead(orphan),
+        "the escaped orphan {orphan} already ended"
+    );
     let mut z = Vec::new();
     assert!(
         wait_until(WAIT, || {

@@ -93,9 +93,8 @@ impl Child {
     }
 }
 
-/// `waitid(P_PIDFD, fd, WEXITED | __WALL | extra)`, retrying on EINTR. `None`: not
-/// exited yet (only with `WNOHANG`). `__WALL`: tools are started without an exit
-/// signal (see `spawn`), which makes them "clone" children to `waitid`.
+/// `waitid(P_PIDFD, fd, WEXITED | extra)`, retrying on EINTR. `None`: not exited yet
+/// (only with `WNOHANG`).
 pub(crate) fn wait_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<ExitStatus>> {
     loop {
         let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
@@ -106,7 +105,7 @@ pub(crate) fn wait_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<Ex
                 libc::P_PIDFD,
                 fd.as_raw_fd() as libc::id_t,
                 info.as_mut_ptr(),
-                libc::WEXITED | libc::__WALL | extra,
+                libc::WEXITED | extra,
             )
         };
         if ret != 0 {
