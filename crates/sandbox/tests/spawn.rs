@@ -5,7 +5,7 @@ mod spawn_support;
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use spawn_support::{run, run_probe, sh, start, wait_gone};
+use spawn_support::{run, run_probe, sh, start, status_field, wait_gone};
 use toolsrv_sandbox::spawn::ExitStatus;
 
 #[test]
@@ -145,12 +145,7 @@ fn no_descriptor_leaks_into_the_tool() {
 #[test]
 fn sigpipe_is_default_and_mask_empty_in_the_tool() {
     let (_, out) = run(&["/bin/cat", "/proc/self/status"], "/", None).expect("spawn cat");
-    let field = |name: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-            .expect("status field")
-    };
+    let field = |name: &str| status_field(&out, name);
     assert_eq!(field("SigIgn:"), "0000000000000000");
     assert_eq!(field("SigBlk:"), "0000000000000000");
     // The test process itself ignores SIGPIPE (Rust runtime): the tool must not.

@@ -4,7 +4,7 @@
 
 mod spawn_support;
 
-use spawn_support::{run, sh};
+use spawn_support::{run, sh, status_field};
 use toolsrv_sandbox::spawn::ExitStatus;
 
 extern "C" fn noop_handler(_: libc::c_int) {}
@@ -23,12 +23,7 @@ fn without_clone3_tools_still_start_with_default_signals_and_an_empty_mask() {
     };
     let (status, out) = run(&["/bin/cat", "/proc/self/status"], "/", None).expect("spawn cat");
     assert_eq!(status, ExitStatus::Code(0));
-    let field = |name: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-            .expect("status field")
-    };
+    let field = |name: &str| status_field(&out, name);
     assert_eq!(field("SigIgn:"), "0000000000000000");
     assert_eq!(field("SigBlk:"), "0000000000000000");
     assert_eq!(field("SigCgt:"), "0000000000000000");

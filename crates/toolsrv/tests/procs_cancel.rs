@@ -285,6 +285,19 @@ fn five_hundred_background_processes_at_once() {
     drop(w);
 }
 
+/// Wait (bounded) until `orphan` is gone from `/proc` and `server` has no
+/// zombie children left.
+fn assert_reaped(server: u32, orphan: i32) {
+    let mut z = Vec::new();
+    assert!(
+        wait_until(WAIT, || {
+            z = zombie_children(server);
+            !Path::new(&format!("/proc/{orphan}")).exists() && z.is_empty()
+        }),
+        "orphan {orphan} not reaped; zombie children of the server: {z:?}"
+    );
+}
+
 #[test]
 fn an_orphan_a_tool_leaves_is_reaped_while_the_server_runs() {
     // What a tool leaves behind is re-parented to the server (a subreaper),
@@ -301,14 +314,7 @@ fn an_orphan_a_tool_leaves_is_reaped_while_the_server_runs() {
         ],
     );
     let orphan: i32 = ok_text(&r).trim().parse().expect("orphan pid");
-    let mut z = Vec::new();
-    assert!(
-        wait_until(WAIT, || {
-            z = zombie_children(server);
-            !Path::new(&format!("/proc/{orphan}")).exists() && z.is_empty()
-        }),
-        "orphan {orphan} not reaped; zombie children of the server: {z:?}"
-    );
+    assert_reaped(server, orphan);
 }
 
 #[test]
@@ -341,12 +347,5 @@ fn an_escaped_orphan_that_ends_later_is_reaped_while_the_server_runs() {
         !os_dead(orphan),
         "the escaped orphan {orphan} already ended"
     );
-    let mut z = Vec::new();
-    assert!(
-        wait_until(WAIT, || {
-            z = zombie_children(server);
-            !Path::new(&format!("/proc/{orphan}")).exists() && z.is_empty()
-        }),
-        "orphan {orphan} not reaped; zombie children of the server: {z:?}"
-    );
+    assert_reaped(server, orphan);
 }

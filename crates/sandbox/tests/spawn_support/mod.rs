@@ -146,3 +146,12 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
 pub fn confine(rules: &toolsrv_sandbox::rules::ResolvedRules) -> Confinement {
     Confinement::prepare(rules).expect("prepare confinement")
 }
+
+/// The value of field `name` (e.g. `"SigIgn:"`) in `/proc/<pid>/status` text.
+pub fn status_field(status: &str, name: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(|v| v.trim().to_string())
+        .expect("status field")
+}
