@@ -69,7 +69,12 @@ impl Prepared {
             .env
             .iter()
             .map(|(k, v)| {
-                CString::new(format!("{k}={v}")).map_err(|_| nul("an environment variable"))
+                // Built by hand: `format!` per variable showed in the profile.
+                let mut entry = Vec::with_capacity(k.len() + v.len() + 2);
+                entry.extend_from_slice(k.as_bytes());
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_bytes());
+                CString::new(entry).map_err(|_| nul("an environment variable"))
             })
             .collect::<Result<_, _>>()?;
         let cwd = CString::new(self.cwd.as_os_str().as_encoded_bytes())
