@@ -703,13 +703,21 @@ fn a_tool_has_neither_secret_nor_token_to_approve_with() {
     wait_state(&mut a, pid, "exited");
 }
 
-#[test]
-fn under_no_auth_a_tool_is_refused_as_an_observer() {
+/// A `--no-auth` server with one background bypass request pending: the
+/// server, the agent's connection, the observer's (fid 1 open on
+/// `bypass/pending`), the process's pid and the request's ID.
+fn no_auth_bypass_pending() -> (Server, Raw, Raw, u64, String) {
     let (srv, mut a) = session(&[]);
     let mut o = srv.attached();
     open_pending(&mut o, 1);
     let pid = bg(&mut a, &bypass("echo approved", &[])).expect("bg");
     let id = id_of(&next_request(&mut o, 1));
+    (srv, a, o, pid, id)
+}
+
+#[test]
+fn under_no_auth_a_tool_is_refused_as_an_observer() {
+    let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
     let client = install_client(srv.dir.path());
     let base = format!(
         "{} --socket {}",
@@ -729,11 +737,7 @@ fn under_no_auth_a_tool_is_refused_as_an_observer() {
 
 #[test]
 fn a_tool_that_daemonizes_cannot_approve_under_no_auth() {
-    let (srv, mut a) = session(&[]);
-    let mut o = srv.attached();
-    open_pending(&mut o, 1);
-    let pid = bg(&mut a, &bypass("echo approved", &[])).expect("bg");
-    let id = id_of(&next_request(&mut o, 1));
+    let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
     let client = install_client(srv.dir.path());
     let out = srv.dir.path().join("escaped.out");
     let done = srv.dir.path().join("escaped.done");
@@ -919,11 +923,7 @@ fn run_selfapprove(srv: &Server, a: &mut Raw, mode: &str, id: &str) -> String {
 
 #[test]
 fn a_tool_whose_connecting_process_exited_cannot_approve_under_no_auth() {
-    let (srv, mut a) = session(&[]);
-    let mut o = srv.attached();
-    open_pending(&mut o, 1);
-    let pid = bg(&mut a, &bypass("echo approved", &[])).expect("bg");
-    let id = id_of(&next_request(&mut o, 1));
+    let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
 
     // Control: the connecting process itself asks, and is refused.
     let said = run_selfapprove(&srv, &mut a, "direct", &id);
