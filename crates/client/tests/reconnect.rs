@@ -123,14 +123,21 @@ fn error_text(r: &toolsrv_protocol::ToolResult) -> String {
     v["content"][0]["text"].as_str().expect("text").to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_client_and_its_clones_work_after_a_server_restart() {
+/// A first server (generation 1) in a fresh directory and a client connected
+/// to it with the secret: (directory, socket, server, client).
+async fn first_server() -> (tempfile::TempDir, std::path::PathBuf, Daemon, Client) {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("s");
-    let mut first = Daemon::start(dir.path(), 1);
+    let first = Daemon::start(dir.path(), 1);
     let c = bounded(Client::connect(&socket, Auth::Secret(SECRET.into())))
         .await
         .expect("connect");
+    (dir, socket, first, c)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_client_and_its_clones_work_after_a_server_restart() {
+    let (dir, _, mut first, c) = first_server().await;
     let clone = c.clone();
     let old_token = c.token().expect("token").to_owned();
     bounded(c.load("a1", &["echo"])).await.expect("load");
@@ -166,12 +173,7 @@ async fn the_same_client_and_its_clones_work_after_a_server_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_calls_and_old_files_fail_with_disconnected() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let socket = dir.path().join("s");
-    let mut first = Daemon::start(dir.path(), 1);
-    let c = bounded(Client::connect(&socket, Auth::Secret(SECRET.into())))
-        .await
-        .expect("connect");
+    let (dir, _, mut first, c) = first_server().await;
     bounded(c.load("a1", &["slow"])).await.expect("load");
     let file = bounded(c.open("bypass/pending", OREAD))
         .await
@@ -211,12 +213,7 @@ async fn in_flight_calls_and_old_files_fail_with_disconnected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnecting_is_bounded_and_a_refused_secret_is_not_retried() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let socket = dir.path().join("s");
-    let mut first = Daemon::start(dir.path(), 1);
-    let c = bounded(Client::connect(&socket, Auth::Secret(SECRET.into())))
-        .await
-        .expect("connect");
+    let (dir, socket, mut first, c) = first_server().await;
     c.set_reconnect_timeout(Duration::from_secs(1));
     assert!(first.stop(libc::SIGTERM).success());
 
