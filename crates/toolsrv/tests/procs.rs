@@ -95,6 +95,17 @@ fn assert_writable_control(c: &mut crate::util::Raw, srv: &crate::util::Server) 
     assert!(p.exists(), "control: a tool can create files in the cwd");
 }
 
+/// None of the `files` a hostile value would have created exists.
+fn assert_none_created(files: &[std::path::PathBuf]) {
+    for f in files {
+        assert!(
+            !f.exists(),
+            "{} was created: the value was evaluated",
+            f.display()
+        );
+    }
+}
+
 #[test]
 fn a_hostile_value_reaches_a_command_template_verbatim_and_runs_nothing() {
     let (srv, mut c) = tools_session(&[("echo_tpl.yaml", ECHO_TPL), ("run.yaml", RUN)], &[]);
@@ -102,13 +113,7 @@ fn a_hostile_value_reaches_a_command_template_verbatim_and_runs_nothing() {
     let (v, files) = hostile(&srv);
     let r = call(&mut c, &[("tool", "echo_tpl"), ("agent", "a1"), ("v", &v)]);
     assert_eq!(ok_text(&r), v);
-    for f in &files {
-        assert!(
-            !f.exists(),
-            "{} was created: the value was evaluated",
-            f.display()
-        );
-    }
+    assert_none_created(&files);
 }
 
 #[test]
@@ -129,13 +134,7 @@ fn a_hostile_value_reaches_an_executable_verbatim_in_argv_and_env() {
         .expect("TOOL_ARGS line");
     let parsed: Value = serde_json::from_str(line).expect("TOOL_ARGS is JSON");
     assert_eq!(parsed, json!({ "v": v }));
-    for f in &files {
-        assert!(
-            !f.exists(),
-            "{} was created: the value was evaluated",
-            f.display()
-        );
-    }
+    assert_none_created(&files);
 }
 
 #[test]
