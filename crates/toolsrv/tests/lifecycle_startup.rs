@@ -120,18 +120,24 @@ fn lines_with<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
     log.lines().filter(|l| l.contains(needle)).collect()
 }
 
-#[test]
-fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
-    let secret = format!("lifecycle-secret-{}", std::process::id());
+/// A server logging at `rust_log`, authenticated with `secret`, that ran the
+/// quick tool once in the background to its end; `between` runs after the
+/// authentication. Returns the server and the process's pid.
+fn one_background_run(
+    rust_log: &str,
+    secret: &str,
+    between: impl FnOnce(&Daemon),
+) -> (Daemon, u64) {
     let d = Daemon::start(Opts {
         tools: &[("quick.yaml", QUICK_TOOL)],
         extra: &[],
-        rust_log: "info",
+        rust_log,
         ..Opts::default()
     });
     let mut c = Raw::connect(&d.socket);
     c.version(65536);
-    let token = c.authenticate(&secret).expect("auth");
+    let token = c.authenticate(secret).expect("auth");
+    between(&d);
     load(&mut c, "a1", "quick");
     let pid = bg(
         &mut c,
@@ -139,6 +145,13 @@ fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
     )
     .expect("bg");
     final_stat(&mut c, pid);
+    (d, pid)
+}
+
+#[test]
+fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
+    let secret = format!("lifecycle-secret-{}", std::process::id());
+    let (d, pid) = one_background_run("info", &secret, |_| {});
     assert!(
         wait_until(WAIT, || d.log_text().contains("process ended")),
         "{}",
@@ -181,25 +194,11 @@ fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
 #[test]
 fn the_secret_is_not_logged_even_at_trace_level() {
     let secret = format!("trace-secret-{}", std::process::id());
-    let d = Daemon::start(Opts {
-        tools: &[("quick.yaml", QUICK_TOOL)],
-        extra: &[],
-        rust_log: "trace",
-        ..Opts::default()
+    let (d, _) = one_background_run("trace", &secret, |d| {
+        let mut bad = Raw::connect(&d.socket);
+        bad.version(65536);
+        assert!(bad.authenticate(&format!("{secret}-wrong")).is_err());
     });
-    let mut c = Raw::connect(&d.socket);
-    c.version(65536);
-    let token = c.authenticate(&secret).expect("auth");
-    let mut bad = Raw::connect(&d.socket);
-    bad.version(65536);
-    assert!(bad.authenticate(&format!("{secret}-wrong")).is_err());
-    load(&mut c, "a1", "quick");
-    let pid = bg(
-        &mut c,
-        &[("token", &token), ("tool", "quick"), ("agent", "a1")],
-    )
-    .expect("bg");
-    final_stat(&mut c, pid);
     let log = d.log_text();
     assert!(!log.is_empty());
     assert!(!log.contains(&secret), "the secret is in the log:\n{log}");
