@@ -867,35 +867,7 @@ fn cli_pending_lists_follows_and_resolves() {
 /// built once per test run with the same cargo and profile as this test binary.
 fn selfapprove() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile>/deps/integration-<hash>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in target/<profile>/deps")
-            .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "--example",
-            "selfapprove",
-            "-p",
-            "toolsrv",
-        ])
-        .arg("--manifest-path")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build for selfapprove");
-        assert!(status.success(), "building the selfapprove example failed");
-        let path = profile_dir.join("examples/selfapprove");
-        assert!(path.exists(), "{} missing after the build", path.display());
-        path
-    })
+    BIN.get_or_init(|| crate::util::build_example("selfapprove"))
 }
 
 /// Run selfapprove (copied into the server's cwd) as a tool in `mode` against

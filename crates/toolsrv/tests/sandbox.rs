@@ -8,7 +8,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
@@ -338,30 +337,5 @@ pub fn start_server(extra: &[String], env: &[(&str, &str)]) -> Server {
 /// per test run with the same cargo and profile as this test binary.
 pub fn netprobe() -> &'static Path {
     static PROBE: OnceLock<PathBuf> = OnceLock::new();
-    PROBE.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile>/deps/integration-<hash>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in target/<profile>/deps")
-            .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "--example", "netprobe", "-p", "toolsrv"])
-            .arg("--manifest-path")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build for netprobe");
-        assert!(status.success(), "building the netprobe example failed");
-        let probe = profile_dir.join("examples/netprobe");
-        assert!(
-            probe.exists(),
-            "{} missing after the build",
-            probe.display()
-        );
-        probe
-    })
+    PROBE.get_or_init(|| crate::util::build_example("netprobe"))
 }

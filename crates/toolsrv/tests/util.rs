@@ -392,3 +392,30 @@ pub fn start_server_at(
     );
     s
 }
+
+/// Build the example binary `name` (crates/toolsrv/examples/<name>.rs) with the
+/// same cargo and profile as this test binary; returns its path.
+pub fn build_example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/integration-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "--quiet", "--example", name, "-p", "toolsrv"])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build for {name}: {e}"));
+    assert!(status.success(), "building the {name} example failed");
+    let path = profile_dir.join("examples").join(name);
+    assert!(path.exists(), "{} missing after the build", path.display());
+    path
+}
