@@ -162,8 +162,51 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     Err(child_error(spec, stage, errno))
 }
 
-/// Clones the vfork child with every signal blocked around the call.
+/// Clones the vfork child: with `clone3(CLONE_CLEAR_SIGHAND)` where the kernel
+/// allows it, else with `clone(2)` and every signal blocked around the call.
+///
+/// The `clone3` path leaves the signal mask alone: the kernel resets every
+/// handled signal in the child, so no handler of ours can run there, and a
+/// signal that reaches the child before `execve` takes its default action, as
+/// it would in the tool. Blocking signals here would cost two system calls per
+/// spawn and, worse, make the kernel queue each SIGCHLD of a tool ending
+/// meanwhile (a blocked signal is never discarded as ignored) and wake another
+/// thread of the server to discard it: a cross-CPU wake-up per call.
 fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, OwnedFd), SpawnError> {
+    let mut pidfd: libc::c_int = -1;
+    let arg = args as *const ChildArgs as *mut libc::c_void;
+    let (low, size) = stack.region();
+    args.reset_signals
+        .store(clone3::ignored_signals(), Ordering::Relaxed);
+    // Safety: as for `clone` in `clone_legacy`; `region` is the same unused stack,
+    // and the top of an mmap'd region is page- (so 16-byte) aligned.
+    let first = unsafe { clone3::clone3_vfork(child::child_main, arg, low, size, &mut pidfd) };
+    let started = match first {
+        clone3::Outcome::Started(pid) => Ok(pid),
+        clone3::Outcome::Failed(errno) => Err(errno),
+        clone3::Outcome::Unavailable => {
+            args.reset_signals.store(u64::MAX, Ordering::Relaxed);
+            with_signals_blocked(|| clone_legacy(args, stack, &mut pidfd))?
+        }
+    };
+    let pid = started.map_err(|errno| SpawnError::Prepare {
+        step: "clone",
+        source: io::Error::from_raw_os_error(errno),
+    })?;
+    if pidfd < 0 {
+        return Err(SpawnError::Prepare {
+            step: "pidfd",
+            source: io::Error::from_raw_os_error(libc::EBADF),
+        });
+    }
+    // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// Runs `f` with every signal blocked in this thread, then restores the mask:
+/// the child of `clone(2)` keeps our handlers until it has reset them, so none
+/// may be delivered to it before.
+fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> Result<T, SpawnError> {
     let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // Safety: sigfillset initialises `all`; pthread_sigmask reads `all` and stores the
@@ -178,38 +221,12 @@ fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, Owne
             source: io::Error::from_raw_os_error(ret),
         });
     }
-    let mut pidfd: libc::c_int = -1;
-    let arg = args as *const ChildArgs as *mut libc::c_void;
-    let (low, size) = stack.region();
-    args.reset_signals
-        .store(clone3::ignored_signals(), Ordering::Relaxed);
-    // Safety: as for `clone` below; `region` is the same unused stack, and the
-    // top of an mmap'd region is page- (so 16-byte) aligned.
-    let first = unsafe { clone3::clone3_vfork(child::child_main, arg, low, size, &mut pidfd) };
-    let started = match first {
-        clone3::Outcome::Started(pid) => Ok(pid),
-        clone3::Outcome::Failed(errno) => Err(errno),
-        clone3::Outcome::Unavailable => {
-            args.reset_signals.store(u64::MAX, Ordering::Relaxed);
-            clone_legacy(args, stack, &mut pidfd)
-        }
-    };
+    let out = f();
     // Safety: restores the mask saved by the successful pthread_sigmask above.
     unsafe {
         libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
     }
-    let pid = started.map_err(|errno| SpawnError::Prepare {
-        step: "clone",
-        source: io::Error::from_raw_os_error(errno),
-    })?;
-    if pidfd < 0 {
-        return Err(SpawnError::Prepare {
-            step: "pidfd",
-            source: io::Error::from_raw_os_error(libc::EBADF),
-        });
-    }
-    // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+    Ok(out)
 }
 
 /// `clone(2)` of the vfork child (where `clone3` is unavailable): its pid, or

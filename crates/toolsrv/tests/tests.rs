@@ -19,6 +19,7 @@ mod procs_cancel;
 mod procs_ctl;
 mod procs_output;
 mod procs_util;
+mod procs_wakeups;
 mod requests;
 mod sandbox;
 mod sandbox_fs;

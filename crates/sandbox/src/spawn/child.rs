@@ -230,8 +230,10 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
 /// `clone3(CLONE_CLEAR_SIGHAND)` the kernel has reset the handled ones and `mask`
 /// holds only the ignored ones.
 ///
-/// Signals are all blocked on entry (the parent blocked them around `clone`), so no
-/// parent handler can run in this child before its disposition is reset.
+/// After `clone`, signals are all blocked on entry (the parent blocked them around the
+/// call), so no parent handler can run in this child before its disposition is reset.
+/// After `clone3` the mask is the parent thread's: the kernel has already removed every
+/// handler, so a signal arriving now takes its default action, as it would in the tool.
 fn reset_signals(mask: u64) -> Result<(), (Stage, i32)> {
     // The kernel `struct sigaction` is at most 4 words on the supported architectures;
     // all zeroes means SIG_DFL, no flags, empty mask, whatever the field order.
