@@ -2,13 +2,12 @@
 //! reap it, and record how it ended.
 
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
-use tokio::io::AsyncReadExt;
 use toolsrv_protocol::ProcState;
 use toolsrv_sandbox::spawn::{Child, ExitStatus};
 
@@ -36,10 +35,10 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // Safety: both descriptors were just created and are owned by nobody else.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // Safety: fcntl on a descriptor we own.
-    unsafe {
-        let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    // Safety: fcntl on a descriptor we own. A new pipe's read end has no
+    // status flag set, and F_SETFL leaves the access mode alone: no F_GETFL.
+    if unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok((r, w))
 }
@@ -53,9 +52,20 @@ fn grow_pipe(fd: &impl AsRawFd) {
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
 }
 
+/// The child's pidfd as the runtime watches it: borrowed from the [`Child`],
+/// which owns (and finally closes) the descriptor. Watching a duplicate cost a
+/// `fcntl` and a `close` per run.
+struct PidfdWatch(RawFd);
+
+impl AsRawFd for PidfdWatch {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
 /// Wait until the child has exited (without reaping it: its pid, and so its
 /// process group id, cannot be reused while we still signal the group).
-async fn exited(pidfd: &AsyncFd<OwnedFd>) {
+async fn exited(pidfd: &AsyncFd<PidfdWatch>) {
     if let Ok(mut g) = pidfd.readable().await {
         // The pidfd stays readable once the process exited.
         g.retain_ready();
@@ -128,16 +138,17 @@ impl Executor {
         } else {
             started!(debug);
         }
-        let pidfd = child
-            .pidfd()
-            .try_clone_to_owned()
-            .and_then(|fd| {
-                // Safety: the AsyncFd takes ownership of this OwnedFd, so the
-                // descriptor stays open and unchanged for the AsyncFd's lifetime.
-                unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
-                    .map_err(std::io::Error::from)
-            })
-            .map_err(|e| self.abandon(&mut child, format!("cannot watch the process: {e}")))?;
+        // Declared after `child`, so dropped (and deregistered) before the
+        // child closes the descriptor.
+        let watch = PidfdWatch(child.pidfd().as_raw_fd());
+        // Safety: `child` owns the descriptor and outlives this AsyncFd (see
+        // above), so it stays open and unchanged while it is registered.
+        let pidfd =
+            unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) }
+                .map_err(|e| {
+                    let e = std::io::Error::from(e);
+                    self.abandon(&mut child, format!("cannot watch the process: {e}"))
+                })?;
         // The output is pumped by this task, alongside every wait below (no
         // task of its own: the tool's exit and its pipe's end of file then
         // wake one task, once).
@@ -240,8 +251,15 @@ impl<F: Future<Output = ()>> Pump<F> {
 }
 
 /// Copy the pipe into the process's output until EOF.
+///
+/// The read end (made non-blocking by [`pipe`]) is watched with `AsyncFd`
+/// directly: `tokio::net::unix::pipe::Receiver` would first check it with an
+/// `fstat` and an `F_GETFL`, two system calls per run.
 async fn pump(rd: OwnedFd, proc: &Proc) {
-    let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(rd) else {
+    // Safety: the AsyncFd takes ownership of `rd`, so the descriptor stays
+    // open and unchanged for the AsyncFd's lifetime.
+    let Ok(rx) = (unsafe { AsyncFd::register_with_interest(rd, tokio::io::Interest::READABLE) })
+    else {
         return;
     };
     // Start small (most tools print little) and grow up to the pipe's size
@@ -250,7 +268,7 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
     let mut grown = false;
     loop {
         buf.clear();
-        match rx.read_buf(&mut buf).await {
+        match read_some(&rx, &mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 proc.output.push_paced(&buf).await;
@@ -262,6 +280,41 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
                     buf = Vec::with_capacity((n * 4).min(PIPE_SIZE as usize));
                 }
             }
+        }
+    }
+}
+
+/// Read what the pipe holds into `buf`'s spare capacity (at least one byte
+/// of room); 0 at end of file.
+async fn read_some(rx: &AsyncFd<OwnedFd>, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    loop {
+        let mut guard = rx.readable().await?;
+        let spare = buf.spare_capacity_mut();
+        let result = guard.try_io(|fd| {
+            // Safety: reads at most `spare.len()` bytes into memory `buf` owns
+            // and has reserved; nothing reads that memory before `set_len`.
+            let n = unsafe {
+                libc::read(
+                    fd.as_raw_fd(),
+                    spare.as_mut_ptr().cast::<libc::c_void>(),
+                    spare.len(),
+                )
+            };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match result {
+            Ok(Ok(n)) => {
+                // Safety: the kernel initialised the first `n` spare bytes.
+                unsafe { buf.set_len(buf.len() + n) };
+                return Ok(n);
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_would_block) => {}
         }
     }
 }
