@@ -13,6 +13,7 @@ mod lifecycle_startup;
 mod lifecycle_util;
 mod malformed;
 mod namespace;
+mod pipelining;
 mod procs;
 mod procs_builtin;
 mod procs_cancel;

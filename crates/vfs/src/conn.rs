@@ -18,9 +18,10 @@ use crate::auth::Auth;
 use crate::dirread::Listing;
 use crate::error::Error;
 use crate::fids::{Fid, FidTable, Opened};
-use crate::inflight::{Inflight, Writer};
+use crate::inflight::Inflight;
 use crate::node::{Handle, Node, NodeKind, OpenMode};
 use crate::outbox::Outbox;
+use crate::writer::{Writer, HOLD_LIMIT};
 
 /// The largest msize the server accepts (1 MiB).
 pub const MAX_MSIZE: u32 = 1 << 20;
@@ -75,24 +76,33 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
         info,
         fids: FidTable::default(),
         inflight: Inflight::default(),
-        writer: Writer {
-            half: tokio::sync::Mutex::new(wr),
-        },
+        writer: Writer::new(wr),
         msize: AtomicU32::new(MAX_MSIZE),
         versioned: AtomicBool::new(false),
     });
     let mut reader = BufReader::with_capacity(64 * 1024, rd);
     let mut out = Outbox::default();
     let mut frame = Vec::new();
+    // The tag of the last request handled, if it waits in a task of its own.
+    let mut waiting_last = None;
     loop {
         // Write the queued replies before waiting for input: unless a whole
         // frame is already buffered (then it is handled first, and its reply
-        // joins the same write).
-        if !out.is_empty()
-            && !holds_whole_frame(reader.buffer())
-            && conn.writer.send(&mut out).await.is_err()
-        {
-            break;
+        // joins the same write), or the batch ended with a request that waits
+        // (then they leave with its reply; see `writer`).
+        if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
+            if let Some(tag) = waiting_last {
+                if conn
+                    .writer
+                    .hold(&mut out, &conn.inflight, tag)
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            } else if conn.writer.send(&mut out).await.is_err() {
+                break;
+            }
         }
         let mut size = [0u8; 4];
         if reader.read_exact(&mut size).await.is_err() {
@@ -120,6 +130,7 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
                 _ => break,
             }
             push(&mut out, tag, Body::error("message too large"));
+            waiting_last = None;
             continue;
         }
         frame.clear();
@@ -128,15 +139,20 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
         if reader.read_exact(&mut frame[4..]).await.is_err() {
             break;
         }
-        match decode(&frame) {
-            Ok(f) => conn.handle(f, &mut out),
+        waiting_last = match decode(&frame) {
+            Ok(f) => match conn.handle(f, &mut out) {
+                Handled::Replied => None,
+                Handled::Waiting(tag) => Some(tag),
+            },
             Err(DecodeError::Framing(_)) => break,
-            Err(DecodeError::Body { tag, reason, .. }) => push(&mut out, tag, Body::error(reason)),
-        }
+            Err(DecodeError::Body { tag, reason, .. }) => {
+                push(&mut out, tag, Body::error(reason));
+                None
+            }
+        };
     }
-    if !out.is_empty() {
-        let _ = conn.writer.send(&mut out).await;
-    }
+    // Held replies too, for a peer that only shut down its sending side.
+    let _ = conn.writer.send(&mut out).await;
     conn.inflight.abort_all();
     conn.fids.clear();
 }
@@ -146,12 +162,22 @@ fn holds_whole_frame(buf: &[u8]) -> bool {
     buf.len() >= 4 && buf.len() >= u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
 }
 
+/// How a request was handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handled {
+    /// Its reply is queued.
+    Replied,
+    /// It waits in a task of its own, which sends the reply; its tag.
+    Waiting(u16),
+}
+
 fn push(out: &mut Outbox, tag: u16, body: Body) {
     out.push(tag, body);
 }
 
-fn reply(out: &mut Outbox, tag: u16, r: Result<Body, Error>) {
+fn reply(out: &mut Outbox, tag: u16, r: Result<Body, Error>) -> Handled {
     push(out, tag, r.unwrap_or_else(|e| Body::Rerror { ename: e.0 }));
+    Handled::Replied
 }
 
 fn unknown_fid(fid: u32) -> Error {
@@ -159,7 +185,7 @@ fn unknown_fid(fid: u32) -> Error {
 }
 
 impl Conn {
-    fn handle(self: &Arc<Self>, f: Frame, out: &mut Outbox) {
+    fn handle(self: &Arc<Self>, f: Frame, out: &mut Outbox) -> Handled {
         let tag = f.tag;
         if let Body::Tversion { msize, version } = f.body {
             return reply(out, tag, self.version(msize, &version));
@@ -203,7 +229,7 @@ impl Conn {
                 other.type_id()
             ))),
         };
-        reply(out, tag, r);
+        reply(out, tag, r)
     }
 
     fn version(&self, msize: u32, version: &str) -> Result<Body, Error> {
@@ -417,7 +443,14 @@ impl Conn {
         })
     }
 
-    fn read(self: &Arc<Self>, tag: u16, fid: u32, offset: u64, count: u32, out: &mut Outbox) {
+    fn read(
+        self: &Arc<Self>,
+        tag: u16,
+        fid: u32,
+        offset: u64,
+        count: u32,
+        out: &mut Outbox,
+    ) -> Handled {
         let count = count.min(self.msize.load(Ordering::Relaxed) - RREAD_HDR);
         match self.io_target(fid, true) {
             Err(e) => reply(out, tag, Err(e)),
@@ -437,7 +470,14 @@ impl Conn {
         }
     }
 
-    fn write(self: &Arc<Self>, tag: u16, fid: u32, offset: u64, data: Vec<u8>, out: &mut Outbox) {
+    fn write(
+        self: &Arc<Self>,
+        tag: u16,
+        fid: u32,
+        offset: u64,
+        data: Vec<u8>,
+        out: &mut Outbox,
+    ) -> Handled {
         match self.io_target(fid, false) {
             Err(e) => reply(out, tag, Err(e)),
             Ok(IoTarget::Dir(_)) => reply(out, tag, Err(Error::permission_denied())),
@@ -460,7 +500,7 @@ impl Conn {
         cancel: CancellationToken,
         mut fut: IoFuture,
         out: &mut Outbox,
-    ) {
+    ) -> Handled {
         let mut cx = Context::from_waker(futures::task::noop_waker_ref());
         if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
             return reply(out, tag, r);
@@ -468,15 +508,31 @@ impl Conn {
         self.inflight.reserve(tag);
         let conn = self.clone();
         let task = tokio::spawn(async move {
-            let r = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => Err(Error::cancelled()),
-                r = fut => r,
-            };
+            let r = conn.wait_io(cancel, fut).await;
             let body = r.unwrap_or_else(|e| Body::Rerror { ename: e.0 });
             conn.writer.send_task_reply(&conn.inflight, tag, body).await;
         });
         self.inflight.attach(tag, task.abort_handle());
+        Handled::Waiting(tag)
+    }
+
+    /// The outcome of a read or write that waits, or `cancelled`. Replies held
+    /// back for it are released if it has not completed within [`HOLD_LIMIT`].
+    async fn wait_io(&self, cancel: CancellationToken, mut fut: IoFuture) -> Result<Body, Error> {
+        let limit = tokio::time::sleep(HOLD_LIMIT);
+        tokio::pin!(limit);
+        let mut released = false;
+        loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(Error::cancelled()),
+                r = &mut fut => return r,
+                _ = &mut limit, if !released => {
+                    released = true;
+                    self.writer.release().await;
+                }
+            }
+        }
     }
 
     fn clunk(&self, fid: u32) -> Result<(), Error> {

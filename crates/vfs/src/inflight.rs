@@ -1,14 +1,9 @@
-//! Requests of one connection that are waiting in their own task, by tag, and the
-//! shared writer that keeps replies and `Rflush` in the right order.
+//! Requests of one connection that are waiting in their own task, by tag.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::task::AbortHandle;
-use toolsrv_wire::Body;
-
-use crate::outbox::Outbox;
 
 /// Outstanding (task-run) requests by tag.
 #[derive(Default)]
@@ -58,31 +53,5 @@ impl Inflight {
                 h.abort();
             }
         }
-    }
-}
-
-/// The write side of a connection. Replies of task-run requests are sent under
-/// this lock *after* checking (under the inflight lock) that their tag was not
-/// flushed, so an `Rflush` can never overtake a reply it must follow.
-pub(crate) struct Writer {
-    pub(crate) half: tokio::sync::Mutex<OwnedWriteHalf>,
-}
-
-impl Writer {
-    /// Send the reply of a task-run request unless its tag was flushed.
-    pub(crate) async fn send_task_reply(&self, inflight: &Inflight, tag: u16, body: Body) {
-        let mut out = Outbox::default();
-        out.push(tag, body);
-        let mut w = self.half.lock().await;
-        if inflight.finish(tag) {
-            // A write error means the peer is gone; the reader notices and cleans up.
-            let _ = out.write_to(&mut w).await;
-        }
-    }
-
-    /// Write queued replies (the outbox is left empty).
-    pub(crate) async fn send(&self, out: &mut Outbox) -> std::io::Result<()> {
-        let mut w = self.half.lock().await;
-        out.write_to(&mut w).await
     }
 }

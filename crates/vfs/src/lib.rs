@@ -13,7 +13,8 @@
 //! client may pipeline `Twalk`+`Topen`+`Tread`+`Tclunk`. A read or write whose
 //! handler would block is moved to its own task; it never delays other requests,
 //! can be abandoned with `Tflush`, and completes with `cancelled` when its fid is
-//! clunked.
+//! clunked. When a batch of requests ends with such a read, the replies before it
+//! are held back (at most 20 ms) to leave in one write with the read's reply.
 
 pub mod auth;
 pub mod conn;
@@ -24,6 +25,7 @@ mod inflight;
 pub mod node;
 mod outbox;
 pub mod tree;
+mod writer;
 
 pub use auth::{Auth, AuthHandle, NoAuth};
 pub use conn::{serve_connection, ConnInfo, MAX_MSIZE};

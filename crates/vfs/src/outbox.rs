@@ -37,6 +37,19 @@ impl Outbox {
         }
     }
 
+    /// Move everything queued in `other` behind what is queued here.
+    pub(crate) fn append(&mut self, other: &mut Outbox) {
+        if other.segs.is_empty() {
+            self.tail.append(&mut other.tail);
+            return;
+        }
+        if !self.tail.is_empty() {
+            self.segs.push(std::mem::take(&mut self.tail));
+        }
+        self.segs.append(&mut other.segs);
+        self.tail = std::mem::take(&mut other.tail);
+    }
+
     /// Whether nothing is queued.
     pub(crate) fn is_empty(&self) -> bool {
         self.segs.is_empty() && self.tail.is_empty()
@@ -112,5 +125,37 @@ mod tests {
         assert_eq!(bytes(&o), want);
         let n = 7;
         assert_eq!(decode(&want[..n]).unwrap().body, Body::Rclunk);
+    }
+
+    #[test]
+    fn append_keeps_the_order_of_small_and_big_frames() {
+        let big = || Body::Rread {
+            data: vec![1u8; BIG_READ],
+        };
+        let mut a = Outbox::default();
+        a.push(1, Body::Rclunk);
+        a.push(2, big());
+        a.push(3, Body::Rflush);
+        let mut b = Outbox::default();
+        b.push(4, Body::Rclunk);
+        b.push(5, big());
+        b.push(6, Body::Rflush);
+        let mut want = bytes(&a);
+        want.extend_from_slice(&bytes(&b));
+        a.append(&mut b);
+        assert!(b.is_empty());
+        assert_eq!(bytes(&a), want);
+        // Small frames only, onto an empty and onto a non-empty outbox.
+        let mut c = Outbox::default();
+        c.push(7, Body::Rclunk);
+        let mut empty = Outbox::default();
+        empty.append(&mut c);
+        assert!(c.is_empty());
+        let mut d = Outbox::default();
+        d.push(8, Body::Rflush);
+        let mut want = bytes(&empty);
+        want.extend_from_slice(&bytes(&d));
+        empty.append(&mut d);
+        assert_eq!(bytes(&empty), want);
     }
 }

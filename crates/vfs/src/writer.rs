@@ -1,0 +1,97 @@
+//! The write side of a connection: replies leave in order, and the replies that
+//! came before a request which waits can be held back to leave together with
+//! that request's reply.
+//!
+//! A client that pipelines `Twalk`+`Topen`+`Twrite`+`Tread` (a tool call) has no
+//! use for the first three replies until the read's: sending them at once costs a
+//! write here and a wake-up of the client, sending them with the `Rread` costs
+//! neither. Held replies go out, first and in order, with the next write of any
+//! kind: a task's reply, a reply of the connection loop (so an `Rflush` can never
+//! overtake them), or [`Writer::release`] when the waiting request has not
+//! answered within [`HOLD_LIMIT`].
+
+use std::time::Duration;
+
+use tokio::net::unix::OwnedWriteHalf;
+use toolsrv_wire::Body;
+
+use crate::inflight::Inflight;
+use crate::outbox::Outbox;
+
+/// The longest replies are held back for a waiting request's reply.
+pub(crate) const HOLD_LIMIT: Duration = Duration::from_millis(20);
+
+/// The socket's write half and the replies held back, behind one lock.
+struct State {
+    half: OwnedWriteHalf,
+    held: Outbox,
+}
+
+/// The write side of a connection. Replies of task-run requests are sent under
+/// this lock *after* checking (under the inflight lock) that their tag was not
+/// flushed, so an `Rflush` can never overtake a reply it must follow.
+pub(crate) struct Writer {
+    state: tokio::sync::Mutex<State>,
+}
+
+impl Writer {
+    /// A writer on `half`, holding nothing.
+    pub(crate) fn new(half: OwnedWriteHalf) -> Writer {
+        Writer {
+            state: tokio::sync::Mutex::new(State {
+                half,
+                held: Outbox::default(),
+            }),
+        }
+    }
+
+    /// Send the reply of a task-run request unless its tag was flushed; held
+    /// replies go first, in the same write.
+    pub(crate) async fn send_task_reply(&self, inflight: &Inflight, tag: u16, body: Body) {
+        let mut st = self.state.lock().await;
+        if inflight.finish(tag) {
+            let State { half, held } = &mut *st;
+            held.push(tag, body);
+            // A write error means the peer is gone; the reader notices and cleans up.
+            let _ = held.write_to(half).await;
+        }
+    }
+
+    /// Write held replies, then `out` (left empty), in one write.
+    pub(crate) async fn send(&self, out: &mut Outbox) -> std::io::Result<()> {
+        let mut st = self.state.lock().await;
+        let State { half, held } = &mut *st;
+        held.append(out);
+        held.write_to(half).await
+    }
+
+    /// Hold `out` (left empty) back, behind whatever is held already, until
+    /// the next write, if request `tag` is still waiting; else (its reply has
+    /// gone out, or it was flushed) write now.
+    pub(crate) async fn hold(
+        &self,
+        out: &mut Outbox,
+        inflight: &Inflight,
+        tag: u16,
+    ) -> std::io::Result<()> {
+        let mut st = self.state.lock().await;
+        let State { half, held } = &mut *st;
+        held.append(out);
+        // `send_task_reply` takes the tag out under this lock: if it is still
+        // there, that reply (or the timer of its task) will carry these.
+        if inflight.contains(tag) {
+            Ok(())
+        } else {
+            held.write_to(half).await
+        }
+    }
+
+    /// Write whatever is held now.
+    pub(crate) async fn release(&self) {
+        let mut st = self.state.lock().await;
+        let State { half, held } = &mut *st;
+        if !held.is_empty() {
+            let _ = held.write_to(half).await;
+        }
+    }
+}
