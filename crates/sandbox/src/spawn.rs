@@ -15,6 +15,7 @@ mod child;
 mod clone3;
 mod process;
 mod stack;
+mod sys;
 
 use std::ffi::{CStr, CString};
 use std::io;

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use libc::{c_char, c_int, c_long, c_void};
 
+use super::sys;
+
 /// `_NSIG - 1` on every supported architecture.
 const MAX_SIGNAL: c_int = 64;
 /// Size of the kernel's signal set in bytes.
@@ -105,22 +107,15 @@ fn exit_now(code: c_int) -> ! {
     loop {
         // Safety: exit_group terminates the calling process; it touches no memory.
         unsafe {
-            libc::syscall(libc::SYS_exit_group, code as c_long);
+            sys::call(libc::SYS_exit_group, [code as c_long, 0, 0, 0, 0, 0]);
         }
     }
 }
 
-/// The errno of the last failed system call of this thread.
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
-/// Maps a raw syscall return to a failure at `stage`.
+/// Maps a raw system call result (`-errno` on failure) to a failure at `stage`.
 fn check(ret: c_long, stage: Stage) -> Result<c_long, (Stage, i32)> {
     if ret < 0 {
-        Err((stage, errno()))
+        Err((stage, i32::try_from(-ret).unwrap_or(libc::EIO)))
     } else {
         Ok(ret)
     }
@@ -132,95 +127,122 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
     // or point into `args` / memory the parent keeps alive while this child runs.
     unsafe {
         check(
-            libc::syscall(libc::SYS_setpgid, 0 as c_long, 0 as c_long),
+            sys::call(libc::SYS_setpgid, [0 as c_long, 0 as c_long, 0, 0, 0, 0]),
             Stage::ProcessGroup,
         )?;
         check(
-            libc::syscall(
+            sys::call(
                 libc::SYS_prctl,
-                libc::PR_SET_PDEATHSIG as c_long,
-                libc::SIGKILL as c_long,
+                [
+                    libc::PR_SET_PDEATHSIG as c_long,
+                    libc::SIGKILL as c_long,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
             ),
             Stage::DeathSignal,
         )?;
         // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
-        if libc::syscall(libc::SYS_getppid) != args.parent_pid as c_long {
+        if sys::call(libc::SYS_getppid, [0, 0, 0, 0, 0, 0]) != args.parent_pid as c_long {
             exit_now(127);
         }
         check(
-            libc::syscall(
+            sys::call(
                 libc::SYS_dup3,
-                args.stdin as c_long,
-                0 as c_long,
-                0 as c_long,
+                [args.stdin as c_long, 0 as c_long, 0 as c_long, 0, 0, 0],
             ),
             Stage::Stdio,
         )?;
         check(
-            libc::syscall(
+            sys::call(
                 libc::SYS_dup3,
-                args.output as c_long,
-                1 as c_long,
-                0 as c_long,
+                [args.output as c_long, 1 as c_long, 0 as c_long, 0, 0, 0],
             ),
             Stage::Stdio,
         )?;
         check(
-            libc::syscall(
+            sys::call(
                 libc::SYS_dup3,
-                args.output as c_long,
-                2 as c_long,
-                0 as c_long,
+                [args.output as c_long, 2 as c_long, 0 as c_long, 0, 0, 0],
             ),
             Stage::Stdio,
         )?;
         check(
-            libc::syscall(
+            sys::call(
                 libc::SYS_close_range,
-                3 as c_long,
-                c_long::from(u32::MAX),
-                libc::CLOSE_RANGE_CLOEXEC as c_long,
+                [
+                    3 as c_long,
+                    c_long::from(u32::MAX),
+                    libc::CLOSE_RANGE_CLOEXEC as c_long,
+                    0,
+                    0,
+                    0,
+                ],
             ),
             Stage::CloseRange,
         )?;
-        check(libc::syscall(libc::SYS_chdir, args.cwd), Stage::Chdir)?;
+        check(
+            sys::call(libc::SYS_chdir, [(args.cwd) as c_long, 0, 0, 0, 0, 0]),
+            Stage::Chdir,
+        )?;
         if args.no_new_privs {
             check(
-                libc::syscall(
+                sys::call(
                     libc::SYS_prctl,
-                    libc::PR_SET_NO_NEW_PRIVS as c_long,
-                    1 as c_long,
-                    0 as c_long,
-                    0 as c_long,
-                    0 as c_long,
+                    [
+                        libc::PR_SET_NO_NEW_PRIVS as c_long,
+                        1 as c_long,
+                        0 as c_long,
+                        0 as c_long,
+                        0 as c_long,
+                        0,
+                    ],
                 ),
                 Stage::NoNewPrivs,
             )?;
         }
         if args.ruleset >= 0 {
             check(
-                libc::syscall(
+                sys::call(
                     libc::SYS_landlock_restrict_self,
-                    args.ruleset as c_long,
-                    0 as c_long,
+                    [args.ruleset as c_long, 0 as c_long, 0, 0, 0, 0],
                 ),
                 Stage::Landlock,
             )?;
         }
         if !args.seccomp.is_null() {
             check(
-                libc::syscall(
+                sys::call(
                     libc::SYS_prctl,
-                    libc::PR_SET_SECCOMP as c_long,
-                    libc::SECCOMP_MODE_FILTER as c_long,
-                    args.seccomp,
+                    [
+                        libc::PR_SET_SECCOMP as c_long,
+                        libc::SECCOMP_MODE_FILTER as c_long,
+                        (args.seccomp) as c_long,
+                        0,
+                        0,
+                        0,
+                    ],
                 ),
                 Stage::Seccomp,
             )?;
         }
-        libc::syscall(libc::SYS_execve, args.program, args.argv, args.envp);
+        let ret = sys::call(
+            libc::SYS_execve,
+            [
+                (args.program) as c_long,
+                (args.argv) as c_long,
+                (args.envp) as c_long,
+                0,
+                0,
+                0,
+            ],
+        );
+        check(ret, Stage::Exec)?;
     }
-    Err((Stage::Exec, errno()))
+    // execve returns only on failure (then `check` returned above).
+    Err((Stage::Exec, libc::EIO))
 }
 
 /// Resets the dispositions of the signals in `mask` to SIG_DFL, then empties the
@@ -245,12 +267,16 @@ fn reset_signals(mask: u64) -> Result<(), (Stage, i32)> {
         // Safety: installs the all-zero (SIG_DFL) action read from `default_action`;
         // the old action is not requested (null pointer).
         let ret = unsafe {
-            libc::syscall(
+            sys::call(
                 libc::SYS_rt_sigaction,
-                sig as c_long,
-                default_action.as_ptr(),
-                std::ptr::null_mut::<c_void>(),
-                KERNEL_SIGSET_SIZE,
+                [
+                    sig as c_long,
+                    (default_action.as_ptr()) as c_long,
+                    (std::ptr::null_mut::<c_void>()) as c_long,
+                    (KERNEL_SIGSET_SIZE) as c_long,
+                    0,
+                    0,
+                ],
             )
         };
         check(ret, Stage::Signals)?;
@@ -258,12 +284,16 @@ fn reset_signals(mask: u64) -> Result<(), (Stage, i32)> {
     let empty: u64 = 0;
     // Safety: sets the mask from `empty`, a kernel sigset of KERNEL_SIGSET_SIZE bytes.
     let ret = unsafe {
-        libc::syscall(
+        sys::call(
             libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK as c_long,
-            &empty as *const u64,
-            std::ptr::null_mut::<c_void>(),
-            KERNEL_SIGSET_SIZE,
+            [
+                libc::SIG_SETMASK as c_long,
+                (&empty as *const u64) as c_long,
+                (std::ptr::null_mut::<c_void>()) as c_long,
+                (KERNEL_SIGSET_SIZE) as c_long,
+                0,
+                0,
+            ],
         )
     };
     check(ret, Stage::Signals)?;
