@@ -5,7 +5,9 @@
 //! `clone3` with `CLONE_CLEAR_SIGHAND`, see the `clone3` module), like
 //! glibc's `posix_spawn`: no page tables are copied, so the cost does not grow with the
 //! server's memory. The child runs [`child::child_main`] on a small private stack and only
-//! makes raw system calls until `execve`.
+//! makes raw system calls until `execve`. [`spawn`] waits (`CLONE_VFORK`) until the child
+//! has exec'd; [`spawn_detached`] does not, and keeps what the child reads alive in a
+//! `launch::Launch` owned by the [`Child`].
 //!
 //! The parent-death signal is tied to the *thread* that called [`spawn`]: call it from a
 //! thread that lives as long as the children (a runtime worker thread, not a short-lived
@@ -13,6 +15,7 @@
 
 mod child;
 mod clone3;
+mod launch;
 mod process;
 mod stack;
 mod sys;
@@ -160,7 +163,94 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let errno = args.failed_errno.load(Ordering::Relaxed);
     // The child has exited (or is about to): reap it so no zombie is left.
     let _ = process::wait_pidfd(std::os::fd::AsFd::as_fd(&pidfd), 0);
-    Err(child_error(spec, stage, errno))
+    Err(child_error(spec.program, spec.cwd, stage, errno))
+}
+
+/// Starts the tool described by `spec` like [`spawn`], but returns as soon as the
+/// child exists, without waiting for its `execve`: the calling thread goes on
+/// while the child sets itself up (on a loaded machine that wait, with the child
+/// queued for a CPU behind running tools, was a few hundred µs per spawn).
+///
+/// The child is already the leader of its own process group when this returns
+/// (the parent calls `setpgid` too), so [`Child::signal_group`] reaches it. A
+/// failure of the child's setup (no such program, a bad working directory, a
+/// refused confinement) is not returned here: the child exits with status 127
+/// and [`Child::setup_error`] tells why once it has been reaped.
+///
+/// Uses `clone3` without `CLONE_VFORK` (x86_64); where that is unavailable it is
+/// [`spawn`], and setup failures are returned at once as there.
+pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
+    if !clone3::available() {
+        return spawn(spec);
+    }
+    let devnull = dev_null()?;
+    // The child dup3()s onto 0, 1 and 2: make sure no source descriptor is one of
+    // them. A duplicate made here may be closed once `clone` returned: the child
+    // has its own copy of the descriptor table.
+    let output_dup;
+    let output = if spec.output.as_raw_fd() < 3 {
+        output_dup = dup_high(spec.output.as_raw_fd())?;
+        output_dup.as_raw_fd()
+    } else {
+        spec.output.as_raw_fd()
+    };
+    let launch = launch::Launch::new(spec, devnull.as_raw_fd(), output)?;
+    launch
+        .args
+        .reset_signals
+        .store(clone3::ignored_signals(), Ordering::Relaxed);
+    let Some(stack) = launch.stack() else {
+        return Err(SpawnError::Prepare {
+            step: "stack",
+            source: io::Error::from_raw_os_error(libc::ENOMEM),
+        });
+    };
+    let (low, size) = stack.region();
+    let mut pidfd: libc::c_int = -1;
+    let arg = &launch.args as *const ChildArgs as *mut libc::c_void;
+    // Safety: the child runs `child_main` on the launch's own stack and reads only
+    // the launch, which is boxed (stable address) and kept unchanged until the
+    // kernel clears `in_use` (the `Child` owns it; `launch::retire` parks it while
+    // the child may still read it). `child_main` makes raw system calls only, which
+    // leave this thread's errno alone (`sys`).
+    let outcome = unsafe {
+        clone3::clone3_detached(
+            child::child_main,
+            arg,
+            low,
+            size,
+            &mut pidfd,
+            &launch.in_use,
+        )
+    };
+    let pid = match outcome {
+        clone3::Outcome::Started(pid) => pid,
+        clone3::Outcome::Failed(errno) => {
+            launch::retire(launch);
+            return Err(SpawnError::Prepare {
+                step: "clone",
+                source: io::Error::from_raw_os_error(errno),
+            });
+        }
+        clone3::Outcome::Unavailable => {
+            launch::retire(launch);
+            return spawn(spec);
+        }
+    };
+    // The child makes itself a group leader too; whichever is first wins, and a
+    // child that has exec'd already (EACCES) or exited (ESRCH) needs nothing.
+    // Safety: setpgid has no memory arguments.
+    unsafe { libc::setpgid(pid, pid) };
+    if pidfd < 0 {
+        // Cannot happen with CLONE_PIDFD; the child is left to the reaper.
+        return Err(SpawnError::Prepare {
+            step: "pidfd",
+            source: io::Error::from_raw_os_error(libc::EBADF),
+        });
+    }
+    // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok(Child::detached(pid, pidfd, launch))
 }
 
 /// Clones the vfork child: with `clone3(CLONE_CLEAR_SIGHAND)` where the kernel
@@ -261,7 +351,7 @@ fn clone_legacy(
     }
 }
 
-fn child_error(spec: &SpawnSpec, stage: u32, errno: i32) -> SpawnError {
+fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError {
     let source = io::Error::from_raw_os_error(errno);
     let setup = |step| SpawnError::Setup {
         step,
@@ -269,11 +359,11 @@ fn child_error(spec: &SpawnSpec, stage: u32, errno: i32) -> SpawnError {
     };
     match Stage::from_u32(stage) {
         Some(Stage::Exec) => SpawnError::Start {
-            program: spec.program.to_string_lossy().into_owned(),
+            program: program.to_string_lossy().into_owned(),
             source,
         },
         Some(Stage::Chdir) => SpawnError::Chdir {
-            cwd: spec.cwd.to_string_lossy().into_owned(),
+            cwd: cwd.to_string_lossy().into_owned(),
             source,
         },
         Some(Stage::Landlock) => SpawnError::Landlock(source),

@@ -305,6 +305,28 @@ fn a_non_zero_exit_is_an_error_ending_with_the_exit_status() {
 }
 
 #[test]
+fn a_program_that_cannot_start_is_a_failed_run_that_says_why() {
+    // The spawn does not wait for the child's execve: the failure is learnt
+    // when the child (exit status 127) is reaped, and reported as before.
+    let missing = "description: Missing\nexecutable: /nonexistent/toolsrv-prog\n";
+    let (_srv, mut c) = tools_session(&[("missing.yaml", missing)], &[]);
+    let r = call(&mut c, &[("tool", "missing"), ("agent", "a1")]);
+    assert_eq!(
+        error_text(&r),
+        "cannot start /nonexistent/toolsrv-prog: No such file or directory (os error 2)"
+    );
+    let st = only_proc(&mut c, "a1");
+    assert_eq!(st["state"], "failed");
+    assert_eq!(st["exit_code"], 127);
+    let pid = bg(&mut c, &[("tool", "missing"), ("agent", "a1")]).expect("bg");
+    assert_eq!(c.read_file(&format!("proc/{pid}/wait")), b"127\n");
+    assert_eq!(
+        c.read_file(&format!("proc/{pid}/out")),
+        b"cannot start /nonexistent/toolsrv-prog: No such file or directory (os error 2)"
+    );
+}
+
+#[test]
 fn wait_blocks_until_the_process_exits_and_returns_the_code() {
     let (srv, mut c) = tools_session(&[("gate.yaml", GATE)], &[]);
     let pid = bg(&mut c, &[("tool", "gate"), ("agent", "a1")]).expect("bg");

@@ -11,7 +11,7 @@
 //! or when the kernel refuses `clone3` (before Linux 5.5, or a seccomp policy), the
 //! caller falls back to `clone(2)` and the per-signal reset.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use libc::{c_int, c_long, c_void};
@@ -90,8 +90,58 @@ pub(crate) fn ignored_signals() -> u64 {
 /// As for `clone(2)` with `CLONE_VM | CLONE_VFORK`: `child` must never return and
 /// only make raw system calls; everything it reads must stay valid until it has
 /// exec'd or exited (this thread stays suspended until then); the stack must be
-/// unused and 16-byte aligned at its top. Signals should be blocked around the call.
+/// unused and 16-byte aligned at its top.
 pub(crate) unsafe fn clone3_vfork(
+    child: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+    stack: *mut c_void,
+    stack_size: usize,
+    pidfd: &mut c_int,
+) -> Outcome {
+    // Safety: forwarded to the caller's contract.
+    unsafe {
+        clone3_child(
+            libc::CLONE_VFORK as u64,
+            0,
+            child,
+            arg,
+            stack,
+            stack_size,
+            pidfd,
+        )
+    }
+}
+
+/// Like [`clone3_vfork`] but without `CLONE_VFORK`: returns at once, while the
+/// child runs. The kernel clears `*in_use` (`CLONE_CHILD_CLEARTID`) when the
+/// child execs or exits.
+///
+/// # Safety
+/// As for [`clone3_vfork`], except that everything the child reads (its
+/// arguments, stack, and `in_use`) must stay valid and unchanged until
+/// `*in_use` reads 0, and the child must not touch this thread's
+/// thread-local storage (`errno` included).
+pub(crate) unsafe fn clone3_detached(
+    child: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+    stack: *mut c_void,
+    stack_size: usize,
+    pidfd: &mut c_int,
+    in_use: &AtomicU32,
+) -> Outcome {
+    let flags = libc::CLONE_CHILD_CLEARTID as u64;
+    let tid = in_use.as_ptr() as u64;
+    // Safety: forwarded to the caller's contract.
+    unsafe { clone3_child(flags, tid, child, arg, stack, stack_size, pidfd) }
+}
+
+/// `clone3(CLONE_VM | CLONE_PIDFD | CLONE_CLEAR_SIGHAND | extra)`.
+///
+/// # Safety
+/// See the two callers.
+unsafe fn clone3_child(
+    extra: u64,
+    child_tid: u64,
     child: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
     stack: *mut c_void,
@@ -102,10 +152,9 @@ pub(crate) unsafe fn clone3_vfork(
         return Outcome::Unavailable;
     }
     let args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64
-            | CLONE_CLEAR_SIGHAND,
+        flags: (libc::CLONE_VM | libc::CLONE_PIDFD) as u64 | CLONE_CLEAR_SIGHAND | extra,
         pidfd: pidfd as *mut c_int as u64,
-        child_tid: 0,
+        child_tid,
         parent_tid: 0,
         // The kernel sends SIGCHLD for an exec'd child whatever is asked here
         // (measured: `exit_signal: 0` changed nothing), so ask for the usual.
@@ -127,6 +176,11 @@ pub(crate) unsafe fn clone3_vfork(
         }
         e => Outcome::Failed(e),
     }
+}
+
+/// Whether `clone3` may be tried (it was not refused, and this architecture has it).
+pub(crate) fn available() -> bool {
+    cfg!(target_arch = "x86_64") && !REFUSED.load(Ordering::Relaxed)
 }
 
 /// The system call; returns the child's pid or `-errno`. In the child, calls

@@ -3,6 +3,8 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use super::launch::Launch;
+
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -26,11 +28,33 @@ impl ExitStatus {
 ///
 /// The caller must reap it with [`Child::wait`] or [`Child::try_wait`]; dropping an
 /// unreaped `Child` leaves the process running and, once it exits, a zombie.
-#[derive(Debug)]
 pub struct Child {
     pid: i32,
     pidfd: OwnedFd,
     status: Option<ExitStatus>,
+    /// The memory a detached child reads until it execs (see `spawn_detached`).
+    launch: Option<Box<Launch>>,
+}
+
+impl std::fmt::Debug for Child {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Child")
+            .field("pid", &self.pid)
+            .field("status", &self.status)
+            .field(
+                "program",
+                &self.launch.as_ref().map(|l| l.program().to_string_lossy()),
+            )
+            .finish()
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Some(launch) = self.launch.take() {
+            super::launch::retire(launch);
+        }
+    }
 }
 
 impl Child {
@@ -39,7 +63,26 @@ impl Child {
             pid,
             pidfd,
             status: None,
+            launch: None,
         }
+    }
+
+    pub(crate) fn detached(pid: i32, pidfd: OwnedFd, launch: Box<Launch>) -> Child {
+        Child {
+            pid,
+            pidfd,
+            status: None,
+            launch: Some(launch),
+        }
+    }
+
+    /// Why a child started with [`super::spawn_detached`] failed before it could
+    /// run its program (it then exits with status 127): known once the child has
+    /// been reaped ([`Child::wait`], or [`Child::try_wait`] returning `Some`);
+    /// `None` before, and for a child that ran its program.
+    pub fn setup_error(&self) -> Option<super::SpawnError> {
+        self.status?;
+        self.launch.as_ref()?.failure()
     }
 
     /// The OS process id (also the process group id).

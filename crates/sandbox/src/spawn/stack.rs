@@ -12,6 +12,9 @@ pub(crate) struct ChildStack {
     len: usize,
 }
 
+// Safety: the mapping is owned by this value alone; any thread may use or unmap it.
+unsafe impl Send for ChildStack {}
+
 impl ChildStack {
     /// Maps a fresh stack.
     pub(crate) fn new() -> io::Result<ChildStack> {
@@ -61,8 +64,9 @@ impl ChildStack {
 
 impl Drop for ChildStack {
     fn drop(&mut self) {
-        // Safety: the mapping is owned by this value and no longer used: the vfork child
-        // has exec'd or exited before `clone` returned in the parent.
+        // Safety: the mapping is owned by this value and no longer used: the child ran
+        // on it has exec'd or exited (before `clone` returned for a vfork child, before
+        // its launch was retired for a detached one).
         unsafe {
             libc::munmap(self.base.as_ptr(), self.len);
         }

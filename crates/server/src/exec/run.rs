@@ -189,6 +189,10 @@ impl Executor {
             .or_else(|| child.wait().ok());
         self.forget(child.pid());
         let status = status.ok_or("cannot reap the process")?;
+        // A child that could not run its program (exit status 127) says why.
+        if let Some(e) = child.setup_error() {
+            return Err(e.to_string());
+        }
         Ok(match (end, status) {
             (End::TimedOut, s) => (ProcState::Timeout, s.code()),
             (End::Stopped, s) => (ProcState::Cancelled, s.code()),

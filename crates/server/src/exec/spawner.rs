@@ -4,16 +4,18 @@
 //! The parent-death signal (`PR_SET_PDEATHSIG`) fires when the *thread* that
 //! created the child exits. Tools are spawned from tokio's worker threads, which
 //! live as long as the runtime, never from the blocking pool (whose threads exit
-//! when idle). The vfork-style spawn suspends the calling thread only until the
-//! child has exec'd; a hop to a dedicated spawner thread cost more than that
-//! (two cross-thread wake-ups per call, measured in `toolsrv-bench call-rtt`).
+//! when idle). The spawn does not wait for the child's `execve`
+//! (`spawn_detached`): the worker goes on serving while the child sets itself
+//! up, and a setup failure is learnt when the child is reaped. A hop to a
+//! dedicated spawner thread cost more (two cross-thread wake-ups per call,
+//! measured in `toolsrv-bench call-rtt`).
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::spawn::{spawn, Child, SpawnSpec};
+use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnSpec};
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
@@ -49,7 +51,8 @@ impl Spawner {
         Spawner { tracked, watchdog }
     }
 
-    /// Start `job` now, on this thread. The pipe's write end is closed on return.
+    /// Start `job` now, on this thread, without waiting for its `execve`. The
+    /// pipe's write end is closed on return.
     pub fn spawn(&self, job: Job) -> Result<Child, String> {
         let spec = SpawnSpec {
             program: &job.program,
@@ -61,7 +64,7 @@ impl Spawner {
         };
         let child = self
             .tracked
-            .spawning(|| spawn(&spec), Child::pid)
+            .spawning(|| spawn_detached(&spec), Child::pid)
             .map_err(|e| e.to_string())?;
         if let Some(w) = &self.watchdog {
             w.track(child.pid());

@@ -1,0 +1,184 @@
+//! What a detached child reads until it execs (see [`super::spawn_detached`]):
+//! owned copies of the strings, their pointer arrays, the seccomp program, the
+//! child's arguments and its stack, kept by the [`super::Child`] so that the
+//! spawning thread need not wait for the child's `execve`.
+//!
+//! The kernel clears [`Launch::in_use`] (`CLONE_CHILD_CLEARTID`) when the
+//! child's hold on the shared memory ends: at `execve` or at exit. Until then
+//! nothing here may be freed or changed; a `Launch` dropped earlier (its
+//! `Child` dropped unreaped) is parked and freed by a later spawn.
+
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use libc::c_char;
+
+use super::child::ChildArgs;
+use super::stack::ChildStack;
+use super::{SpawnError, SpawnSpec};
+
+/// The memory of one detached child.
+pub(crate) struct Launch {
+    /// The child's arguments; points into the fields below.
+    pub(crate) args: ChildArgs,
+    /// 1 until the kernel clears it at the child's `execve` or exit.
+    pub(crate) in_use: AtomicU32,
+    /// The stack the child runs on (taken from, and given back to, the pool).
+    stack: Option<ChildStack>,
+    program: CString,
+    cwd: CString,
+    /// argv then envp strings, owned.
+    _strings: Vec<CString>,
+    _argv: Vec<*const c_char>,
+    _envp: Vec<*const c_char>,
+    _filter: Vec<libc::sock_filter>,
+    _fprog: Box<libc::sock_fprog>,
+}
+
+// Safety: the raw pointers point into heap buffers this value owns (and never
+// changes after construction); nothing here is tied to a thread.
+unsafe impl Send for Launch {}
+// Safety: as above; shared access only reads, or uses atomics.
+unsafe impl Sync for Launch {}
+
+impl Launch {
+    /// Copy what `spec` says into a new launch, with `stdin` and `output` as
+    /// the child's descriptors.
+    pub(crate) fn new(
+        spec: &SpawnSpec,
+        stdin: i32,
+        output: i32,
+    ) -> Result<Box<Launch>, SpawnError> {
+        let strings: Vec<CString> = spec.argv.iter().chain(spec.envp).cloned().collect();
+        let (argv_s, envp_s) = strings.split_at(spec.argv.len());
+        let argv = super::null_terminated(argv_s);
+        let envp = super::null_terminated(envp_s);
+        let filter: Vec<libc::sock_filter> = spec
+            .confinement
+            .and_then(crate::confine::Confinement::seccomp_program)
+            .map(<[libc::sock_filter]>::to_vec)
+            .unwrap_or_default();
+        let fprog = Box::new(libc::sock_fprog {
+            len: u16::try_from(filter.len()).map_err(|_| SpawnError::Prepare {
+                step: "seccomp program",
+                source: std::io::Error::from_raw_os_error(libc::E2BIG),
+            })?,
+            filter: filter.as_ptr().cast_mut(),
+        });
+        let stack = take_stack().map_err(|source| SpawnError::Prepare {
+            step: "stack",
+            source,
+        })?;
+        let program = spec.program.to_owned();
+        let cwd = spec.cwd.to_owned();
+        let args = ChildArgs {
+            program: program.as_ptr(),
+            argv: argv.as_ptr(),
+            envp: envp.as_ptr(),
+            cwd: cwd.as_ptr(),
+            stdin,
+            output,
+            ruleset: spec
+                .confinement
+                .and_then(crate::confine::Confinement::ruleset_fd)
+                .unwrap_or(-1),
+            seccomp: if filter.is_empty() {
+                std::ptr::null()
+            } else {
+                &*fprog as *const libc::sock_fprog
+            },
+            no_new_privs: spec.confinement.is_some(),
+            // Safety: getpid has no preconditions.
+            parent_pid: unsafe { libc::getpid() },
+            failed_stage: AtomicU32::new(0),
+            failed_errno: AtomicI32::new(0),
+            reset_signals: AtomicU64::new(u64::MAX),
+        };
+        Ok(Box::new(Launch {
+            args,
+            in_use: AtomicU32::new(1),
+            stack: Some(stack),
+            program,
+            cwd,
+            _strings: strings,
+            _argv: argv,
+            _envp: envp,
+            _filter: filter,
+            _fprog: fprog,
+        }))
+    }
+
+    /// The child's stack.
+    pub(crate) fn stack(&self) -> Option<&ChildStack> {
+        self.stack.as_ref()
+    }
+
+    /// Whether the child may still read this memory.
+    fn busy(&self) -> bool {
+        self.in_use.load(Ordering::Acquire) != 0
+    }
+
+    /// The setup failure the child reported before exiting, if any: call
+    /// only once it has exited.
+    pub(crate) fn failure(&self) -> Option<SpawnError> {
+        let stage = self.args.failed_stage.load(Ordering::Acquire);
+        (stage != 0).then(|| {
+            let errno = self.args.failed_errno.load(Ordering::Relaxed);
+            super::child_error(&self.program, &self.cwd, stage, errno)
+        })
+    }
+
+    /// The program path (for messages).
+    pub(crate) fn program(&self) -> &CStr {
+        &self.program
+    }
+}
+
+/// Launches whose `Child` went away while the child could still read them.
+/// Boxed: the child reads a launch at its address, which must not move.
+#[allow(clippy::vec_box)]
+static PARKED: Mutex<Vec<Box<Launch>>> = Mutex::new(Vec::new());
+/// Stacks of finished launches, for the next ones.
+static STACKS: Mutex<Vec<ChildStack>> = Mutex::new(Vec::new());
+/// The most stacks kept for reuse.
+const MAX_POOLED_STACKS: usize = 32;
+
+/// Free `launch` now if the child is done with it, else park it.
+pub(crate) fn retire(mut launch: Box<Launch>) {
+    if launch.busy() {
+        lock(&PARKED).push(launch);
+        return;
+    }
+    if let Some(stack) = launch.stack.take() {
+        let mut pool = lock(&STACKS);
+        if pool.len() < MAX_POOLED_STACKS {
+            pool.push(stack);
+        }
+    }
+}
+
+/// A stack from the pool, or a new one; frees parked launches that are done.
+fn take_stack() -> std::io::Result<ChildStack> {
+    let done: Vec<Box<Launch>> = {
+        let mut parked = lock(&PARKED);
+        if parked.is_empty() {
+            Vec::new()
+        } else {
+            let (busy, done) = std::mem::take(&mut *parked)
+                .into_iter()
+                .partition(|l| l.busy());
+            *parked = busy;
+            done
+        }
+    };
+    done.into_iter().for_each(retire);
+    match lock(&STACKS).pop() {
+        Some(stack) => Ok(stack),
+        None => ChildStack::new(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
