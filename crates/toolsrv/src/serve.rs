@@ -79,11 +79,14 @@ pub fn main(args: ServeArgs) -> ExitCode {
     }
     let workers = worker_threads();
     tracing::debug!(workers, "runtime worker threads");
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-    {
+    let mut builder = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(workers);
+        b
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("toolsrv: cannot start the async runtime: {e}");
@@ -101,7 +104,12 @@ pub fn main(args: ServeArgs) -> ExitCode {
 }
 
 /// How many runtime worker threads to run: `TOKIO_WORKER_THREADS` when set
-/// to a positive number, else half the CPUs (at least one).
+/// to a positive number, else half the CPUs (at least one). One worker means
+/// tokio's `current_thread` runtime, on the main thread: the same single
+/// thread of work without the multi-thread scheduler's bookkeeping (about 5 %
+/// less server CPU per call, docs/benchmarks.md). Tools are spawned from that
+/// thread, which lives as long as the server (their parent-death signal is
+/// tied to it).
 ///
 /// The server's share of a call is small beside the tool's, and the tools
 /// need the CPUs too: on 2 CPUs one worker made about 20 % less server CPU
