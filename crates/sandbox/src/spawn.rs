@@ -22,7 +22,7 @@ mod sys;
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -104,14 +104,7 @@ pub enum SpawnError {
 /// signal handling, and the confinement applied.
 pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let devnull = dev_null()?;
-    // The child dup3()s onto 0, 1 and 2: make sure no source descriptor is one of them.
-    let output_dup;
-    let output = if spec.output.as_raw_fd() < 3 {
-        output_dup = dup_high(spec.output.as_raw_fd())?;
-        output_dup.as_raw_fd()
-    } else {
-        spec.output.as_raw_fd()
-    };
+    let (output, _output_dup) = output_fd(spec)?;
     let argv = null_terminated(spec.argv);
     let envp = null_terminated(spec.envp);
     let filter = spec.confinement.and_then(Confinement::seccomp_program);
@@ -184,16 +177,9 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         return spawn(spec);
     }
     let devnull = dev_null()?;
-    // The child dup3()s onto 0, 1 and 2: make sure no source descriptor is one of
-    // them. A duplicate made here may be closed once `clone` returned: the child
-    // has its own copy of the descriptor table.
-    let output_dup;
-    let output = if spec.output.as_raw_fd() < 3 {
-        output_dup = dup_high(spec.output.as_raw_fd())?;
-        output_dup.as_raw_fd()
-    } else {
-        spec.output.as_raw_fd()
-    };
+    // A duplicate made for the output may be closed once `clone` returned: the
+    // child has its own copy of the descriptor table.
+    let (output, _output_dup) = output_fd(spec)?;
     let launch = launch::Launch::new(spec, devnull.as_raw_fd(), output)?;
     launch
         .args
@@ -226,14 +212,14 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let pid = match outcome {
         clone3::Outcome::Started(pid) => pid,
         clone3::Outcome::Failed(errno) => {
-            launch::retire(launch);
+            launch::discard(launch);
             return Err(SpawnError::Prepare {
                 step: "clone",
                 source: io::Error::from_raw_os_error(errno),
             });
         }
         clone3::Outcome::Unavailable => {
-            launch::retire(launch);
+            launch::discard(launch);
             return spawn(spec);
         }
     };
@@ -242,7 +228,9 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     // Safety: setpgid has no memory arguments.
     unsafe { libc::setpgid(pid, pid) };
     if pidfd < 0 {
-        // Cannot happen with CLONE_PIDFD; the child is left to the reaper.
+        // Cannot happen with CLONE_PIDFD; the child is left to the reaper, and
+        // its launch parked until the child is done with it.
+        launch::retire(launch);
         return Err(SpawnError::Prepare {
             step: "pidfd",
             source: io::Error::from_raw_os_error(libc::EBADF),
@@ -376,6 +364,18 @@ fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError
         Some(Stage::CloseRange) => setup("close_range"),
         None => SpawnError::UnknownStage(stage),
     }
+}
+
+/// The descriptor the child should `dup3` onto 1 and 2, and the duplicate to keep
+/// open until `clone` returned, if one was needed: the child `dup3`s onto 0, 1 and
+/// 2, so no source descriptor may be one of them.
+fn output_fd(spec: &SpawnSpec) -> Result<(RawFd, Option<OwnedFd>), SpawnError> {
+    let fd = spec.output.as_raw_fd();
+    if fd >= 3 {
+        return Ok((fd, None));
+    }
+    let dup = dup_high(fd)?;
+    Ok((dup.as_raw_fd(), Some(dup)))
 }
 
 /// Builds a NULL-terminated pointer array over `strings` (which must outlive it).

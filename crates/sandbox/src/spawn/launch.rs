@@ -158,6 +158,12 @@ pub(crate) fn retire(mut launch: Box<Launch>) {
     }
 }
 
+/// Free `launch`, for which no child was made (`clone3` failed).
+pub(crate) fn discard(launch: Box<Launch>) {
+    launch.in_use.store(0, Ordering::Release);
+    retire(launch);
+}
+
 /// A stack from the pool, or a new one; frees parked launches that are done.
 fn take_stack() -> std::io::Result<ChildStack> {
     let done: Vec<Box<Launch>> = {
