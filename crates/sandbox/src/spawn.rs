@@ -200,13 +200,15 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     // the child may still read it). `child_main` makes raw system calls only, which
     // leave this thread's errno alone (`sys`).
     let outcome = unsafe {
-        clone3::clone3_detached(
+        clone3::clone3(
+            clone3::Mode::Detached {
+                in_use: &launch.in_use,
+            },
             child::child_main,
             arg,
             low,
             size,
             &mut pidfd,
-            &launch.in_use,
         )
     };
     let pid = match outcome {
@@ -259,7 +261,16 @@ fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, Owne
         .store(clone3::ignored_signals(), Ordering::Relaxed);
     // Safety: as for `clone` in `clone_legacy`; `region` is the same unused stack,
     // and the top of an mmap'd region is page- (so 16-byte) aligned.
-    let first = unsafe { clone3::clone3_vfork(child::child_main, arg, low, size, &mut pidfd) };
+    let first = unsafe {
+        clone3::clone3(
+            clone3::Mode::Vfork,
+            child::child_main,
+            arg,
+            low,
+            size,
+            &mut pidfd,
+        )
+    };
     let started = match first {
         clone3::Outcome::Started(pid) => Ok(pid),
         clone3::Outcome::Failed(errno) => Err(errno),

@@ -40,7 +40,7 @@ pub(crate) fn disable() {
     REFUSED.store(true, Ordering::Relaxed);
 }
 
-/// What [`clone3_vfork`] did.
+/// What [`clone3`] did.
 pub(crate) enum Outcome {
     /// The child ran and has exec'd or exited: its pid.
     Started(i32),
@@ -82,72 +82,43 @@ pub(crate) fn ignored_signals() -> u64 {
     })
 }
 
-/// Start `child(arg)` on the stack `[stack, stack + stack_size)` as a vfork-style
+/// How the parent waits for the child.
+pub(crate) enum Mode<'a> {
+    /// `CLONE_VFORK`: this thread stays suspended until the child has exec'd or
+    /// exited.
+    Vfork,
+    /// No waiting: `clone3` returns at once, while the child runs. The kernel
+    /// clears `in_use` (`CLONE_CHILD_CLEARTID`) when the child execs or exits.
+    Detached {
+        /// Nonzero before the call.
+        in_use: &'a AtomicU32,
+    },
+}
+
+/// Start `child(arg)` on the stack `[stack, stack + stack_size)` as a `CLONE_VM`
 /// child (exit signal SIGCHLD) with handled signals reset; the pidfd is stored in
 /// `*pidfd`.
 ///
 /// # Safety
-/// As for `clone(2)` with `CLONE_VM | CLONE_VFORK`: `child` must never return and
-/// only make raw system calls; everything it reads must stay valid until it has
-/// exec'd or exited (this thread stays suspended until then); the stack must be
-/// unused and 16-byte aligned at its top.
-pub(crate) unsafe fn clone3_vfork(
+/// As for `clone(2)` with `CLONE_VM`: `child` must never return and only make raw
+/// system calls; the stack must be unused and 16-byte aligned at its top.
+/// Everything the child reads must stay valid and unchanged until it has exec'd or
+/// exited: with [`Mode::Vfork`] this thread is suspended until then; with
+/// [`Mode::Detached`] the caller must keep it so until `in_use` reads 0 (that
+/// includes the stack and `in_use` itself), and the child must not touch this
+/// thread's thread-local storage (`errno` included).
+pub(crate) unsafe fn clone3(
+    mode: Mode<'_>,
     child: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
     stack: *mut c_void,
     stack_size: usize,
     pidfd: &mut c_int,
 ) -> Outcome {
-    // Safety: forwarded to the caller's contract.
-    unsafe {
-        clone3_child(
-            libc::CLONE_VFORK as u64,
-            0,
-            child,
-            arg,
-            stack,
-            stack_size,
-            pidfd,
-        )
-    }
-}
-
-/// Like [`clone3_vfork`] but without `CLONE_VFORK`: returns at once, while the
-/// child runs. The kernel clears `*in_use` (`CLONE_CHILD_CLEARTID`) when the
-/// child execs or exits.
-///
-/// # Safety
-/// As for [`clone3_vfork`], except that everything the child reads (its
-/// arguments, stack, and `in_use`) must stay valid and unchanged until
-/// `*in_use` reads 0, and the child must not touch this thread's
-/// thread-local storage (`errno` included).
-pub(crate) unsafe fn clone3_detached(
-    child: extern "C" fn(*mut c_void) -> c_int,
-    arg: *mut c_void,
-    stack: *mut c_void,
-    stack_size: usize,
-    pidfd: &mut c_int,
-    in_use: &AtomicU32,
-) -> Outcome {
-    let flags = libc::CLONE_CHILD_CLEARTID as u64;
-    let tid = in_use.as_ptr() as u64;
-    // Safety: forwarded to the caller's contract.
-    unsafe { clone3_child(flags, tid, child, arg, stack, stack_size, pidfd) }
-}
-
-/// `clone3(CLONE_VM | CLONE_PIDFD | CLONE_CLEAR_SIGHAND | extra)`.
-///
-/// # Safety
-/// See the two callers.
-unsafe fn clone3_child(
-    extra: u64,
-    child_tid: u64,
-    child: extern "C" fn(*mut c_void) -> c_int,
-    arg: *mut c_void,
-    stack: *mut c_void,
-    stack_size: usize,
-    pidfd: &mut c_int,
-) -> Outcome {
+    let (extra, child_tid) = match mode {
+        Mode::Vfork => (libc::CLONE_VFORK as u64, 0),
+        Mode::Detached { in_use } => (libc::CLONE_CHILD_CLEARTID as u64, in_use.as_ptr() as u64),
+    };
     if REFUSED.load(Ordering::Relaxed) {
         return Outcome::Unavailable;
     }
@@ -187,7 +158,7 @@ pub(crate) fn available() -> bool {
 /// `child(arg)` on the new stack (it never returns; `ud2` traps if it does).
 ///
 /// # Safety
-/// See [`clone3_vfork`].
+/// See [`clone3`].
 #[cfg(target_arch = "x86_64")]
 unsafe fn raw_clone3(
     args: &CloneArgs,
