@@ -23,7 +23,7 @@ pub const LEVELS: &[usize] = &[2, 8, 32];
 /// Calls per round unless `--iters` says otherwise.
 pub const DEFAULT_CALLS: usize = 1_024;
 /// Rounds per figure.
-pub const ROUNDS: usize = 5;
+pub const ROUNDS: usize = 11;
 /// Goal: the toolsrv rate at least this fraction of the bare rate.
 pub const GOAL: Target = Target::AtLeast(0.8);
 
