@@ -10,9 +10,9 @@ use serde_json::Value;
 use toolsrv_wire::Body;
 
 use crate::procs_util::{
-    bg, call, error_text, fd_count, final_stat, is_cancelled_reply, list, ok_text, only_proc,
-    os_dead, patient, payload, recv_tag, shell_session, start_read, subdir, tools_session,
-    zombie_children,
+    bg, call, call_shell, error_text, fd_count, final_stat, is_cancelled_reply, list, ok_text,
+    only_proc, os_dead, patient, payload, recv_tag, shell_session, start_read, subdir,
+    tools_session, zombie_children,
 };
 use crate::util::{wait_until, Raw, Server, WAIT};
 
@@ -159,9 +159,9 @@ fn cancelled_call(srv: &Server, c: &mut Raw, by_close: bool) {
 fn mixed_call(srv: &Server, c: &mut Raw, i: usize) {
     let f = |cmd: &'static str| [("tool", "shell"), ("agent", "a1"), ("command", cmd)];
     match i % 6 {
-        0 => assert_eq!(ok_text(&call(c, &f("echo ok"))), "ok\n"),
+        0 => assert_eq!(ok_text(&call_shell(c, "echo ok")), "ok\n"),
         1 => {
-            let t = error_text(&call(c, &f("echo no; exit 2")));
+            let t = error_text(&call_shell(c, "echo no; exit 2"));
             assert!(t.ends_with("exit status 2"), "{t}");
         }
         2 => cancelled_call(srv, c, false),
@@ -305,14 +305,7 @@ fn an_orphan_a_tool_leaves_is_reaped_while_the_server_runs() {
     // orphan reaper, which looks after every run: no zombie stays.
     let (srv, mut c) = shell_session(&[]);
     let server = srv.pid();
-    let r = call(
-        &mut c,
-        &[
-            ("tool", "shell"),
-            ("agent", "a1"),
-            ("command", "sleep 0.2 >/dev/null 2>&1 & echo $!"),
-        ],
-    );
+    let r = call_shell(&mut c, "sleep 0.2 >/dev/null 2>&1 & echo $!");
     let orphan: i32 = ok_text(&r).trim().parse().expect("orphan pid");
     assert_reaped(server, orphan);
 }
@@ -325,17 +318,10 @@ fn an_escaped_orphan_that_ends_later_is_reaped_while_the_server_runs() {
     // reaped it.
     let (srv, mut c) = shell_session(&[]);
     let server = srv.pid();
-    let r = call(
+    let r = call_shell(
         &mut c,
-        &[
-            ("tool", "shell"),
-            ("agent", "a1"),
-            (
-                "command",
-                "setsid sh -c 'echo $$ > esc.tmp && mv esc.tmp esc.pid; exec sleep 1' \
-                 >/dev/null 2>&1 & while [ ! -e esc.pid ]; do sleep 0.01; done",
-            ),
-        ],
+        "setsid sh -c 'echo $$ > esc.tmp && mv esc.tmp esc.pid; exec sleep 1' \
+         >/dev/null 2>&1 & while [ ! -e esc.pid ]; do sleep 0.01; done",
     );
     assert_eq!(r["isError"], false, "{r}");
     let orphan: i32 = std::fs::read_to_string(srv.dir.path().join("esc.pid"))

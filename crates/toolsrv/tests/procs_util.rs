@@ -99,6 +99,14 @@ pub fn call(c: &mut Raw, fields: &[(&str, &str)]) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("result is not JSON ({e}): {out}"))
 }
 
+/// A synchronous call of the built-in `shell` tool, as agent `a1`, running `command`.
+pub fn call_shell(c: &mut Raw, command: &str) -> Value {
+    call(
+        c,
+        &[("tool", "shell"), ("agent", "a1"), ("command", command)],
+    )
+}
+
 /// A background call: the pid, or the Rerror text.
 pub fn bg(c: &mut Raw, fields: &[(&str, &str)]) -> Result<u64, String> {
     let out = c.ask("proc/new.bg", &payload(fields))?;
