@@ -185,20 +185,19 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         .args
         .reset_signals
         .store(clone3::ignored_signals(), Ordering::Relaxed);
-    let Some(stack) = launch.stack() else {
-        return Err(SpawnError::Prepare {
-            step: "stack",
-            source: io::Error::from_raw_os_error(libc::ENOMEM),
-        });
-    };
+    let stack = launch::take_stack().map_err(|source| SpawnError::Prepare {
+        step: "stack",
+        source,
+    })?;
     let (low, size) = stack.region();
     let mut pidfd: libc::c_int = -1;
     let arg = &launch.args as *const ChildArgs as *mut libc::c_void;
-    // Safety: the child runs `child_main` on the launch's own stack and reads only
-    // the launch, which is boxed (stable address) and kept unchanged until the
-    // kernel clears `in_use` (the `Child` owns it; `launch::retire` parks it while
-    // the child may still read it). `child_main` makes raw system calls only, which
-    // leave this thread's errno alone (`sys`).
+    // Safety: the child runs `child_main` on `stack` and reads only the launch,
+    // which is boxed (stable address) and kept unchanged until the kernel clears
+    // `in_use` (the `Child` owns it; `launch::retire` parks it while the child may
+    // still read it); the stack is lent (`launch::lend`) until then too.
+    // `child_main` makes raw system calls only, which leave this thread's errno
+    // alone (`sys`).
     let outcome = unsafe {
         clone3::clone3(
             clone3::Mode::Detached {
@@ -212,8 +211,12 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         )
     };
     let pid = match outcome {
-        clone3::Outcome::Started(pid) => pid,
+        clone3::Outcome::Started(pid) => {
+            launch::lend(stack, launch.in_use.clone());
+            pid
+        }
         clone3::Outcome::Failed(errno) => {
+            launch::give_back(stack);
             launch::discard(launch);
             return Err(SpawnError::Prepare {
                 step: "clone",
@@ -221,6 +224,7 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
             });
         }
         clone3::Outcome::Unavailable => {
+            launch::give_back(stack);
             launch::discard(launch);
             return spawn(spec);
         }

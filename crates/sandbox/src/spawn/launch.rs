@@ -1,16 +1,19 @@
 //! What a detached child reads until it execs (see [`super::spawn_detached`]):
-//! owned copies of the strings, their pointer arrays, the seccomp program, the
-//! child's arguments and its stack, kept by the [`super::Child`] so that the
-//! spawning thread need not wait for the child's `execve`.
+//! owned copies of the strings, their pointer arrays, the seccomp program and
+//! the child's arguments, kept by the [`super::Child`] so that the spawning
+//! thread need not wait for the child's `execve`; and the stack it runs on,
+//! lent from a pool.
 //!
 //! The kernel clears [`Launch::in_use`] (`CLONE_CHILD_CLEARTID`) when the
 //! child's hold on the shared memory ends: at `execve` or at exit. Until then
-//! nothing here may be freed or changed; a `Launch` dropped earlier (its
-//! `Child` dropped unreaped) is parked and freed by a later spawn.
+//! nothing here may be freed or changed. A `Launch` dropped earlier (its
+//! `Child` dropped unreaped) is parked, and a lent stack stays lent; every
+//! spawn first frees the parked launches and takes back the lent stacks whose
+//! children are done, so a long-running tool does not keep a stack.
 
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use libc::c_char;
 
@@ -22,10 +25,9 @@ use super::{SpawnError, SpawnSpec};
 pub(crate) struct Launch {
     /// The child's arguments; points into the fields below.
     pub(crate) args: ChildArgs,
-    /// 1 until the kernel clears it at the child's `execve` or exit.
-    pub(crate) in_use: AtomicU32,
-    /// The stack the child runs on (taken from, and given back to, the pool).
-    stack: Option<ChildStack>,
+    /// 1 until the kernel clears it at the child's `execve` or exit; shared
+    /// with the lent stack's record.
+    pub(crate) in_use: Arc<AtomicU32>,
     program: CString,
     cwd: CString,
     /// argv then envp strings, owned.
@@ -66,10 +68,6 @@ impl Launch {
             })?,
             filter: filter.as_ptr().cast_mut(),
         });
-        let stack = take_stack().map_err(|source| SpawnError::Prepare {
-            step: "stack",
-            source,
-        })?;
         let program = spec.program.to_owned();
         let cwd = spec.cwd.to_owned();
         let args = ChildArgs {
@@ -97,8 +95,7 @@ impl Launch {
         };
         Ok(Box::new(Launch {
             args,
-            in_use: AtomicU32::new(1),
-            stack: Some(stack),
+            in_use: Arc::new(AtomicU32::new(1)),
             program,
             cwd,
             _strings: strings,
@@ -107,11 +104,6 @@ impl Launch {
             _filter: filter,
             _fprog: fprog,
         }))
-    }
-
-    /// The child's stack.
-    pub(crate) fn stack(&self) -> Option<&ChildStack> {
-        self.stack.as_ref()
     }
 
     /// Whether the child may still read this memory.
@@ -139,22 +131,17 @@ impl Launch {
 /// Boxed: the child reads a launch at its address, which must not move.
 #[allow(clippy::vec_box)]
 static PARKED: Mutex<Vec<Box<Launch>>> = Mutex::new(Vec::new());
-/// Stacks of finished launches, for the next ones.
-static STACKS: Mutex<Vec<ChildStack>> = Mutex::new(Vec::new());
+/// Stacks children may still run on, each with its child's `in_use` word.
+static LENT: Mutex<Vec<(ChildStack, Arc<AtomicU32>)>> = Mutex::new(Vec::new());
+/// Stacks no child runs on, for the next ones.
+static POOL: Mutex<Vec<ChildStack>> = Mutex::new(Vec::new());
 /// The most stacks kept for reuse.
 const MAX_POOLED_STACKS: usize = 32;
 
 /// Free `launch` now if the child is done with it, else park it.
-pub(crate) fn retire(mut launch: Box<Launch>) {
+pub(crate) fn retire(launch: Box<Launch>) {
     if launch.busy() {
         lock(&PARKED).push(launch);
-        return;
-    }
-    if let Some(stack) = launch.stack.take() {
-        let mut pool = lock(&STACKS);
-        if pool.len() < MAX_POOLED_STACKS {
-            pool.push(stack);
-        }
     }
 }
 
@@ -164,24 +151,50 @@ pub(crate) fn discard(launch: Box<Launch>) {
     retire(launch);
 }
 
-/// A stack from the pool, or a new one; frees parked launches that are done.
-fn take_stack() -> std::io::Result<ChildStack> {
+/// A stack for a new child: from the pool, or a new one. Frees the parked
+/// launches and takes back the lent stacks whose children are done first.
+pub(crate) fn take_stack() -> std::io::Result<ChildStack> {
     let done: Vec<Box<Launch>> = {
         let mut parked = lock(&PARKED);
-        if parked.is_empty() {
-            Vec::new()
-        } else {
-            let (busy, done) = std::mem::take(&mut *parked)
-                .into_iter()
-                .partition(|l| l.busy());
-            *parked = busy;
-            done
-        }
+        let (busy, done) = std::mem::take(&mut *parked)
+            .into_iter()
+            .partition(|l| l.busy());
+        *parked = busy;
+        done
     };
-    done.into_iter().for_each(retire);
-    match lock(&STACKS).pop() {
+    drop(done);
+    let returned: Vec<ChildStack> = {
+        let mut lent = lock(&LENT);
+        let (busy, done): (Vec<_>, Vec<_>) = std::mem::take(&mut *lent)
+            .into_iter()
+            .partition(|(_, in_use)| in_use.load(Ordering::Acquire) != 0);
+        *lent = busy;
+        done.into_iter().map(|(stack, _)| stack).collect()
+    };
+    let mut pool = lock(&POOL);
+    for stack in returned {
+        give_back_locked(&mut pool, stack);
+    }
+    match pool.pop() {
         Some(stack) => Ok(stack),
         None => ChildStack::new(),
+    }
+}
+
+/// `stack` now runs the child holding `in_use`, until it execs or exits.
+pub(crate) fn lend(stack: ChildStack, in_use: Arc<AtomicU32>) {
+    lock(&LENT).push((stack, in_use));
+}
+
+/// No child got `stack` (`clone3` failed).
+pub(crate) fn give_back(stack: ChildStack) {
+    give_back_locked(&mut lock(&POOL), stack);
+}
+
+/// Pool `stack`, or unmap it (dropped) when the pool is full.
+fn give_back_locked(pool: &mut Vec<ChildStack>, stack: ChildStack) {
+    if pool.len() < MAX_POOLED_STACKS {
+        pool.push(stack);
     }
 }
 

@@ -1,0 +1,67 @@
+//! A detached child runs on a stack lent until it execs: a long-running tool
+//! does not keep one (each is a 64 KiB mapping plus a guard page). Its own test
+//! binary, so no other test's mappings come and go meanwhile.
+
+mod spawn_support;
+
+use std::ffi::CString;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use spawn_support::{cstr, pipe, test_env};
+use toolsrv_sandbox::spawn::{spawn_detached, ExitStatus, SpawnSpec};
+
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("read /proc/self/maps")
+        .lines()
+        .count()
+}
+
+#[test]
+fn running_children_do_not_keep_their_stacks() {
+    let argv: Vec<CString> = ["/bin/sleep", "30"].iter().map(|a| cstr(a)).collect();
+    let env = test_env();
+    let cwd = cstr("/");
+    let (_r, w) = pipe();
+    let spec = SpawnSpec {
+        program: &argv[0],
+        argv: &argv,
+        envp: &env,
+        cwd: &cwd,
+        output: w.as_fd(),
+        confinement: None,
+    };
+    // Warm up (the first spawn maps the pool's first stack, /dev/null opens).
+    let mut first = spawn_detached(&spec).expect("spawn");
+    let before = mappings();
+    let mut children = Vec::new();
+    for _ in 0..60 {
+        let child = spawn_detached(&spec).expect("spawn");
+        // Spawns paced like calls: each child has exec'd before the next spawn
+        // (which takes its stack back). A burst would have several in flight.
+        let exe = format!("/proc/{}/exe", child.pid());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_link(&exe).map_or(true, |p| !p.ends_with("sleep")) {
+            assert!(
+                Instant::now() < deadline,
+                "child {} never exec'd",
+                child.pid()
+            );
+            std::thread::yield_now();
+        }
+        children.push(child);
+    }
+    let grown = mappings().saturating_sub(before);
+    for child in children.iter().chain(std::iter::once(&first)) {
+        child.signal_group(libc::SIGKILL).expect("kill");
+    }
+    for child in children.iter_mut().chain(std::iter::once(&mut first)) {
+        assert_eq!(
+            child.wait().expect("wait"),
+            ExitStatus::Signal(libc::SIGKILL)
+        );
+    }
+    // 60 kept stacks would be 120 mappings.
+    assert!(grown < 10, "60 running children added {grown} mappings");
+}
