@@ -107,38 +107,23 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let (output, _output_dup) = output_fd(spec)?;
     let argv = null_terminated(spec.argv);
     let envp = null_terminated(spec.envp);
-    let filter = spec.confinement.and_then(Confinement::seccomp_program);
-    let fprog = match filter {
-        Some(f) => Some(libc::sock_fprog {
-            len: u16::try_from(f.len()).map_err(|_| SpawnError::Prepare {
-                step: "seccomp program",
-                source: io::Error::from_raw_os_error(libc::E2BIG),
-            })?,
-            filter: f.as_ptr().cast_mut(),
-        }),
-        None => None,
-    };
-    let args = ChildArgs {
-        program: spec.program.as_ptr(),
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        cwd: spec.cwd.as_ptr(),
-        stdin: devnull.as_raw_fd(),
+    let fprog = spec
+        .confinement
+        .and_then(Confinement::seccomp_program)
+        .map(seccomp_fprog)
+        .transpose()?;
+    let args = child_args(
+        ChildStrings {
+            program: spec.program,
+            argv: &argv,
+            envp: &envp,
+            cwd: spec.cwd,
+        },
+        devnull.as_raw_fd(),
         output,
-        ruleset: spec
-            .confinement
-            .and_then(Confinement::ruleset_fd)
-            .unwrap_or(-1),
-        seccomp: fprog
-            .as_ref()
-            .map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
-        no_new_privs: spec.confinement.is_some(),
-        // Safety: getpid has no preconditions.
-        parent_pid: unsafe { libc::getpid() },
-        failed_stage: AtomicU32::new(0),
-        failed_errno: AtomicI32::new(0),
-        reset_signals: AtomicU64::new(u64::MAX),
-    };
+        spec.confinement,
+        fprog.as_ref(),
+    );
     // One stack per thread, reused: CLONE_VFORK keeps this thread suspended until
     // the child has exec'd or exited, so the stack is free again when clone
     // returns (and no other spawn can run on this thread meanwhile).
@@ -379,6 +364,54 @@ fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError
         Some(Stage::CloseRange) => setup("close_range"),
         None => SpawnError::UnknownStage(stage),
     }
+}
+
+/// What the child's strings are: the program, NULL-terminated pointer arrays of
+/// argv and envp, the working directory. All must outlive the child's use.
+struct ChildStrings<'a> {
+    program: &'a CStr,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    cwd: &'a CStr,
+}
+
+/// The child's argument block, pointing at `strings`, the descriptors and the
+/// seccomp program (which must outlive the child's use too); signals to reset
+/// are set before each `clone` attempt.
+fn child_args(
+    strings: ChildStrings<'_>,
+    stdin: RawFd,
+    output: RawFd,
+    confinement: Option<&Confinement>,
+    seccomp: Option<&libc::sock_fprog>,
+) -> ChildArgs {
+    ChildArgs {
+        program: strings.program.as_ptr(),
+        argv: strings.argv.as_ptr(),
+        envp: strings.envp.as_ptr(),
+        cwd: strings.cwd.as_ptr(),
+        stdin,
+        output,
+        ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
+        seccomp: seccomp.map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
+        no_new_privs: confinement.is_some(),
+        // Safety: getpid has no preconditions.
+        parent_pid: unsafe { libc::getpid() },
+        failed_stage: AtomicU32::new(0),
+        failed_errno: AtomicI32::new(0),
+        reset_signals: AtomicU64::new(u64::MAX),
+    }
+}
+
+/// The `sock_fprog` over `filter` (which must outlive it).
+fn seccomp_fprog(filter: &[libc::sock_filter]) -> Result<libc::sock_fprog, SpawnError> {
+    Ok(libc::sock_fprog {
+        len: u16::try_from(filter.len()).map_err(|_| SpawnError::Prepare {
+            step: "seccomp program",
+            source: io::Error::from_raw_os_error(libc::E2BIG),
+        })?,
+        filter: filter.as_ptr().cast_mut(),
+    })
 }
 
 /// The descriptor the child should `dup3` onto 1 and 2, and the duplicate to keep

@@ -12,7 +12,7 @@
 //! children are done, so a long-running tool does not keep a stack.
 
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use libc::c_char;
@@ -34,8 +34,8 @@ pub(crate) struct Launch {
     _strings: Vec<CString>,
     _argv: Vec<*const c_char>,
     _envp: Vec<*const c_char>,
-    _filter: Vec<libc::sock_filter>,
-    _fprog: Box<libc::sock_fprog>,
+    _filter: Option<Vec<libc::sock_filter>>,
+    _fprog: Option<Box<libc::sock_fprog>>,
 }
 
 // Safety: the raw pointers point into heap buffers this value owns (and never
@@ -56,43 +56,29 @@ impl Launch {
         let (argv_s, envp_s) = strings.split_at(spec.argv.len());
         let argv = super::null_terminated(argv_s);
         let envp = super::null_terminated(envp_s);
-        let filter: Vec<libc::sock_filter> = spec
+        let filter: Option<Vec<libc::sock_filter>> = spec
             .confinement
             .and_then(crate::confine::Confinement::seccomp_program)
-            .map(<[libc::sock_filter]>::to_vec)
-            .unwrap_or_default();
-        let fprog = Box::new(libc::sock_fprog {
-            len: u16::try_from(filter.len()).map_err(|_| SpawnError::Prepare {
-                step: "seccomp program",
-                source: std::io::Error::from_raw_os_error(libc::E2BIG),
-            })?,
-            filter: filter.as_ptr().cast_mut(),
-        });
+            .map(<[libc::sock_filter]>::to_vec);
+        let fprog = filter
+            .as_deref()
+            .map(super::seccomp_fprog)
+            .transpose()?
+            .map(Box::new);
         let program = spec.program.to_owned();
         let cwd = spec.cwd.to_owned();
-        let args = ChildArgs {
-            program: program.as_ptr(),
-            argv: argv.as_ptr(),
-            envp: envp.as_ptr(),
-            cwd: cwd.as_ptr(),
+        let args = super::child_args(
+            super::ChildStrings {
+                program: &program,
+                argv: &argv,
+                envp: &envp,
+                cwd: &cwd,
+            },
             stdin,
             output,
-            ruleset: spec
-                .confinement
-                .and_then(crate::confine::Confinement::ruleset_fd)
-                .unwrap_or(-1),
-            seccomp: if filter.is_empty() {
-                std::ptr::null()
-            } else {
-                &*fprog as *const libc::sock_fprog
-            },
-            no_new_privs: spec.confinement.is_some(),
-            // Safety: getpid has no preconditions.
-            parent_pid: unsafe { libc::getpid() },
-            failed_stage: AtomicU32::new(0),
-            failed_errno: AtomicI32::new(0),
-            reset_signals: AtomicU64::new(u64::MAX),
-        };
+            spec.confinement,
+            fprog.as_deref(),
+        );
         Ok(Box::new(Launch {
             args,
             in_use: Arc::new(AtomicU32::new(1)),
