@@ -4,30 +4,16 @@
 
 mod spawn_support;
 
-use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
-use spawn_support::{cstr, pipe, test_env};
-use toolsrv_sandbox::spawn::{spawn_detached, Child, ExitStatus, SpawnError, SpawnSpec};
+use spawn_support::start_with;
+use toolsrv_sandbox::spawn::{spawn_detached, Child, ExitStatus, SpawnError};
 
 /// Starts `argv` detached, with `env` added to the test environment, writing
 /// into a fresh pipe.
 fn start(argv: &[&str], cwd: &str, env: &[&str]) -> Result<(Child, OwnedFd), SpawnError> {
-    let (r, w) = pipe();
-    let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
-    let mut envp = test_env();
-    envp.extend(env.iter().map(|e| cstr(e)));
-    let cwd_c = cstr(cwd);
-    let child = spawn_detached(&SpawnSpec {
-        program: &argv_c[0],
-        argv: &argv_c,
-        envp: &envp,
-        cwd: &cwd_c,
-        output: w.as_fd(),
-        confinement: None,
-    })?;
-    Ok((child, r))
+    start_with(spawn_detached, argv, cwd, env, None)
 }
 
 fn read_all(r: OwnedFd) -> String {

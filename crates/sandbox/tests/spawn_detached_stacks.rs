@@ -4,12 +4,10 @@
 
 mod spawn_support;
 
-use std::ffi::CString;
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use spawn_support::{cstr, pipe, test_env};
-use toolsrv_sandbox::spawn::{spawn_detached, ExitStatus, SpawnSpec};
+use spawn_support::start_with;
+use toolsrv_sandbox::spawn::{spawn_detached, ExitStatus};
 
 fn mappings() -> usize {
     std::fs::read_to_string("/proc/self/maps")
@@ -20,24 +18,17 @@ fn mappings() -> usize {
 
 #[test]
 fn running_children_do_not_keep_their_stacks() {
-    let argv: Vec<CString> = ["/bin/sleep", "30"].iter().map(|a| cstr(a)).collect();
-    let env = test_env();
-    let cwd = cstr("/");
-    let (_r, w) = pipe();
-    let spec = SpawnSpec {
-        program: &argv[0],
-        argv: &argv,
-        envp: &env,
-        cwd: &cwd,
-        output: w.as_fd(),
-        confinement: None,
+    let start = || {
+        start_with(spawn_detached, &["/bin/sleep", "30"], "/", &[], None)
+            .expect("spawn")
+            .0
     };
     // Warm up (the first spawn maps the pool's first stack, /dev/null opens).
-    let mut first = spawn_detached(&spec).expect("spawn");
+    let mut first = start();
     let before = mappings();
     let mut children = Vec::new();
     for _ in 0..60 {
-        let child = spawn_detached(&spec).expect("spawn");
+        let child = start();
         // Spawns paced like calls: each child has exec'd before the next spawn
         // (which takes its stack back). A burst would have several in flight.
         let exe = format!("/proc/{}/exe", child.pid());

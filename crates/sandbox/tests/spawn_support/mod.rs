@@ -34,19 +34,32 @@ pub fn start(
     cwd: &str,
     confinement: Option<&Confinement>,
 ) -> Result<(Child, OwnedFd), SpawnError> {
+    start_with(spawn, argv, cwd, &[], confinement)
+}
+
+/// Starts `argv` with `spawn_fn` (`spawn` or `spawn_detached`), the test
+/// environment plus `env` (`NAME=value`), writing into a fresh pipe.
+pub fn start_with(
+    spawn_fn: fn(&SpawnSpec) -> Result<Child, SpawnError>,
+    argv: &[&str],
+    cwd: &str,
+    env: &[&str],
+    confinement: Option<&Confinement>,
+) -> Result<(Child, OwnedFd), SpawnError> {
     let (r, w) = pipe();
     let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
-    let env = test_env();
+    let mut envp = test_env();
+    envp.extend(env.iter().map(|e| cstr(e)));
     let cwd_c = cstr(cwd);
     let spec = SpawnSpec {
         program: &argv_c[0],
         argv: &argv_c,
-        envp: &env,
+        envp: &envp,
         cwd: &cwd_c,
         output: w.as_fd(),
         confinement,
     };
-    let child = spawn(&spec)?;
+    let child = spawn_fn(&spec)?;
     drop(w);
     Ok((child, r))
 }
