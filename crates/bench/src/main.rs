@@ -11,6 +11,7 @@ mod echo;
 mod machine;
 mod raw9p;
 mod report;
+mod sched;
 mod server;
 mod stats;
 mod tooldir;

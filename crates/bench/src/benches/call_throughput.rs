@@ -16,6 +16,7 @@ use crate::bare::{command, cpu_time};
 use crate::benches::call::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{human, median_f64, rate_line, Target};
+use crate::sched::{process_wait, thread_wait, CpuTicks};
 use crate::tooldir::TRUE_EXEC;
 
 /// Concurrency levels.
@@ -44,23 +45,24 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 cpu_time(servers.yolo.pid())?,
                 cpu_time(servers.sandboxed.pid())?,
             ];
-            let (bare, yolo, sand) = rt.block_on(measure(&servers, level, per))?;
+            let m = rt.block_on(measure(&servers, level, per))?;
             let cpu1 = [
                 cpu_time(servers.yolo.pid())?,
                 cpu_time(servers.sandboxed.pid())?,
             ];
             let bare_name = format!("bare Command x{level}");
+            let bare = m.bare.rate()?;
             println!(
                 "{:<34} {bare:>10.1} calls/s",
                 format!("{bare_name} /bin/true")
             );
-            for (name, rate) in [
-                (format!("call x{level} (--yolo)"), yolo),
-                (format!("call x{level} (sandboxed)"), sand),
+            for (name, t) in [
+                (format!("call x{level} (--yolo)"), &m.yolo),
+                (format!("call x{level} (sandboxed)"), &m.sandboxed),
             ] {
                 println!(
                     "{}",
-                    rate_line(&name, rate, &bare_name, bare, "calls/s", Some(GOAL))
+                    rate_line(&name, t.rate()?, &bare_name, bare, "calls/s", Some(GOAL))
                 );
             }
             let calls = (ROUNDS * per + 2) * level;
@@ -73,13 +75,63 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                     human(kids / calls as u32)
                 );
             }
+            println!(
+                "   waiting for a CPU, per call: bare threads {}; --yolo client {} + server {}; sandboxed client {} + server {}",
+                human(m.bare.client_wait_per_call()),
+                human(m.yolo.client_wait_per_call()),
+                human(m.yolo.server_wait_per_call()),
+                human(m.sandboxed.client_wait_per_call()),
+                human(m.sandboxed.server_wait_per_call()),
+            );
+            println!(
+                "   CPUs idle during the rounds: bare {:.0} %, --yolo {:.0} %, sandboxed {:.0} %",
+                m.bare.idle.idle_percent(),
+                m.yolo.idle.idle_percent(),
+                m.sandboxed.idle.idle_percent(),
+            );
         }
     }
     Ok(())
 }
 
-/// Median rates (calls/s) of bare, `--yolo` and sandboxed rounds.
-async fn measure(s: &Servers, level: usize, per: usize) -> Result<(f64, f64, f64)> {
+/// What the rounds of one figure measured.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Calls per second of each round.
+    rates: Vec<f64>,
+    /// Calls made in all rounds.
+    calls: u32,
+    /// Time the client threads (bare: the spawning threads) waited on a run queue.
+    client_wait: Duration,
+    /// Time the server's threads waited on a run queue (bare: none).
+    server_wait: Duration,
+    /// The machine's CPU time during the rounds, and how much of it was idle.
+    idle: CpuTicks,
+}
+
+impl Tally {
+    fn rate(&self) -> Result<f64> {
+        median_f64(&self.rates).ok_or_else(|| anyhow!("no rounds"))
+    }
+
+    fn client_wait_per_call(&self) -> Duration {
+        self.client_wait / self.calls.max(1)
+    }
+
+    fn server_wait_per_call(&self) -> Duration {
+        self.server_wait / self.calls.max(1)
+    }
+}
+
+/// The three figures of one concurrency level.
+struct Measured {
+    bare: Tally,
+    yolo: Tally,
+    sandboxed: Tally,
+}
+
+/// Rounds of bare, `--yolo` and sandboxed calls, interleaved.
+async fn measure(s: &Servers, level: usize, per: usize) -> Result<Measured> {
     let mut yolo = Vec::with_capacity(level);
     let mut sand = Vec::with_capacity(level);
     for k in 0..level {
@@ -97,38 +149,61 @@ async fn measure(s: &Servers, level: usize, per: usize) -> Result<(f64, f64, f64
     bare_round(level, 2)?;
     agents_round(&yolo, 2).await?;
     agents_round(&sand, 2).await?;
-    let total = (level * per) as f64;
-    let (mut rb, mut ry, mut rs) = (Vec::new(), Vec::new(), Vec::new());
+    let calls = level * per;
+    let mut m = Measured {
+        bare: Tally::default(),
+        yolo: Tally::default(),
+        sandboxed: Tally::default(),
+    };
     for _ in 0..ROUNDS {
-        rb.push(total / bare_round(level, per)?.as_secs_f64());
-        ry.push(total / agents_round(&yolo, per).await?.as_secs_f64());
-        rs.push(total / agents_round(&sand, per).await?.as_secs_f64());
+        let idle0 = CpuTicks::now()?;
+        let (took, wait) = bare_round(level, per)?;
+        m.bare.idle.add(CpuTicks::now()?.since(idle0));
+        m.bare.client_wait += wait;
+        m.bare.rates.push(calls as f64 / took.as_secs_f64());
+        m.bare.calls += calls as u32;
+        for (agents, srv, t) in [
+            (&yolo, &s.yolo, &mut m.yolo),
+            (&sand, &s.sandboxed, &mut m.sandboxed),
+        ] {
+            let (client0, server0) = (process_wait(None)?, process_wait(Some(srv.pid()))?);
+            let idle0 = CpuTicks::now()?;
+            let took = agents_round(agents, per).await?;
+            t.idle.add(CpuTicks::now()?.since(idle0));
+            t.client_wait += process_wait(None)?.saturating_sub(client0);
+            t.server_wait += process_wait(Some(srv.pid()))?.saturating_sub(server0);
+            t.rates.push(calls as f64 / took.as_secs_f64());
+            t.calls += calls as u32;
+        }
     }
-    let m = |v: &[f64]| median_f64(v).ok_or_else(|| anyhow!("no rounds"));
-    Ok((m(&rb)?, m(&ry)?, m(&rs)?))
+    Ok(m)
 }
 
-/// `level` threads each run `/bin/true` `per` times; the wall time of all.
-pub fn bare_round(level: usize, per: usize) -> Result<Duration> {
+/// `level` threads each run `/bin/true` `per` times; the wall time of all,
+/// and how long those threads waited on a run queue in total.
+pub fn bare_round(level: usize, per: usize) -> Result<(Duration, Duration)> {
     let t = Instant::now();
-    std::thread::scope(|scope| {
+    let waited = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..level)
             .map(|_| {
-                scope.spawn(move || -> Result<()> {
+                scope.spawn(move || -> Result<Duration> {
+                    let w0 = thread_wait()?;
                     for _ in 0..per {
                         command(&["/bin/true"])?;
                     }
-                    Ok(())
+                    Ok(thread_wait()?.saturating_sub(w0))
                 })
             })
             .collect();
+        let mut waited = Duration::ZERO;
         for h in handles {
-            h.join()
+            waited += h
+                .join()
                 .map_err(|_| anyhow!("a bare spawn thread panicked"))??;
         }
-        Ok::<(), anyhow::Error>(())
+        Ok::<Duration, anyhow::Error>(waited)
     })?;
-    Ok(t.elapsed())
+    Ok((t.elapsed(), waited))
 }
 
 /// Every agent makes `per` sequential calls, each agent its own tokio task,
