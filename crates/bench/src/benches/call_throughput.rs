@@ -3,7 +3,9 @@
 //! agent ID and connection, against the `--yolo` and the sandboxed server,
 //! beside a bare spawn loop (`std::process::Command` of `/bin/true`) on as
 //! many threads. Each round makes a fixed number of calls; the rounds of the
-//! three figures are interleaved and each figure's median rate is reported.
+//! three figures are interleaved and each figure's median rate is reported,
+//! with the servers' CPU per call, the time client, server and bare threads
+//! spent waiting for a CPU, and how idle the machine was (see `sched`).
 //! Goal: at least 0.8x the bare rate.
 
 use std::time::{Duration, Instant};
