@@ -49,7 +49,9 @@ pub struct Executor {
     /// Kills tool process groups if toolsrv dies.
     watchdog: Option<Arc<Watchdog>>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
-    confinements: Mutex<Vec<(ResolvedRules, Arc<Confinement>)>>,
+    /// Confinements by the rules they enforce (a re-resolved but equal set of
+    /// rules reuses its ruleset).
+    confinements: Mutex<Vec<(Arc<ResolvedRules>, Arc<Confinement>)>>,
     /// Resolved rules by (policy, cwd, executables).
     rules: cache::TtlCache<
         (
@@ -57,7 +59,7 @@ pub struct Executor {
             std::path::PathBuf,
             Vec<std::path::PathBuf>,
         ),
-        ResolvedRules,
+        Arc<ResolvedRules>,
     >,
     /// The private temporary directory (checked at most every [`cache::TTL`]).
     tmpdir: cache::TtlCache<(), Option<std::path::PathBuf>>,
@@ -101,10 +103,18 @@ impl Executor {
     }
 
     /// The prepared Landlock/seccomp confinement for `rules`, cached.
-    fn confinement(&self, rules: &ResolvedRules) -> Result<Arc<Confinement>, Refused> {
+    fn confinement(&self, rules: &Arc<ResolvedRules>) -> Result<Arc<Confinement>, Refused> {
         {
-            let cache = self.confinements.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, c)) = cache.iter().find(|(r, _)| r == rules) {
+            let mut cache = self.confinements.lock().unwrap_or_else(|p| p.into_inner());
+            // The same resolution (the common case) is found by identity,
+            // without comparing every path.
+            if let Some((_, c)) = cache.iter().find(|(r, _)| Arc::ptr_eq(r, rules)) {
+                return Ok(c.clone());
+            }
+            // A re-resolution that came out equal: keep its ruleset, and key
+            // it by the new resolution from now on.
+            if let Some((r, c)) = cache.iter_mut().find(|(r, _)| **r == **rules) {
+                *r = rules.clone();
                 return Ok(c.clone());
             }
         }
