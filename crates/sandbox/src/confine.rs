@@ -221,6 +221,7 @@ fn build_ruleset(
         (&rules.rox, sets.rox),
         (&rules.rw, sets.rw),
         (&rules.rwx, sets.rwx),
+        (&rules.list, sets.list),
     ];
     for (paths, access) in groups {
         for path in paths {
@@ -251,6 +252,9 @@ fn build_ruleset(
             } else {
                 access & sets.file_only
             };
+            if allowed.is_empty() {
+                continue;
+            }
             created = created.add_rule(PathBeneath::new(fd, allowed))?;
         }
     }

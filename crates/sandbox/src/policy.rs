@@ -7,12 +7,14 @@ mod ldd;
 mod model;
 mod parse;
 mod paths;
+mod protected;
 mod resolve;
 mod store;
 
 pub use error::PolicyError;
 pub use model::{Advanced, Filesystem, General, Network, Policy, Validation};
 pub use paths::PathContext;
+pub use protected::PROTECTED;
 pub use store::{write_default, PolicyStore};
 
 /// The built-in default policy (written out by `toolsrv init`, used when no

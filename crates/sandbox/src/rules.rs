@@ -25,6 +25,10 @@ pub struct ResolvedRules {
     pub rw: Vec<PathBuf>,
     /// `rw` + execute.
     pub rwx: Vec<PathBuf>,
+    /// List directories only: the directories a rule was carved out of to
+    /// keep a protected file out of reach (their entries are in the lists
+    /// above; see `policy::protected`).
+    pub list: Vec<PathBuf>,
     /// Network policy.
     pub network: NetworkRules,
     /// Run with what the kernel supports (`true`) or refuse when a rule cannot be enforced.

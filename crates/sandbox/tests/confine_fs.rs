@@ -193,3 +193,18 @@ fn abi_limit_degrades_the_applied_ruleset() {
     let (status, out) = sh(&format!("cat {}", t.p("outside/secret")), "/", Some(&c));
     assert_denied(status, &out);
 }
+
+#[test]
+fn a_list_only_rule_lists_a_directory_but_reads_nothing_in_it() {
+    let t = Tree::new();
+    let mut rules = t.rules();
+    rules.list.push(t.root.join("outside"));
+    let c = confine(&rules);
+    let (status, out) = sh(&format!("ls {}", t.p("outside")), "/", Some(&c));
+    assert_eq!(status.code(), 0, "{out}");
+    assert_eq!(out.trim(), "secret");
+    let (status, out) = sh(&format!("cat {}", t.p("outside/secret")), "/", Some(&c));
+    assert_denied(status, &out);
+    let (status, out) = sh(&format!("touch {}", t.p("outside/new")), "/", Some(&c));
+    assert_denied(status, &out);
+}

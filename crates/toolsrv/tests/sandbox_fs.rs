@@ -166,3 +166,56 @@ fn sandbox_a_request_cannot_widen_its_sandbox_with_cwd() {
     let o = f.call("a1", "sh", "pwd", &[("cwd", "sub")]);
     assert!(o.ok().trim_end().ends_with("/sub"), "{o:?}");
 }
+
+/// Whether this test process may read `/etc/shadow` itself (it runs as root):
+/// only then does a denial inside the sandbox show that Landlock refused it.
+fn shadow_readable_here() -> bool {
+    let readable = std::fs::read("/etc/shadow").is_ok();
+    if !readable {
+        eprintln!("/etc/shadow is missing or unreadable here: its denial proves nothing");
+    }
+    readable
+}
+
+#[test]
+fn sandbox_a_rule_on_etc_does_not_hand_out_its_credential_files() {
+    for mode in ["embedded default", "policy file"] {
+        let mut f = if mode == "policy file" {
+            with_policy()
+        } else {
+            Fixture::new(Mode::EmbeddedDefault, &[])
+        };
+        if shadow_readable_here() {
+            f.sh("cat /etc/shadow").denied(EACCES);
+            if std::path::Path::new("/etc/gshadow").exists() {
+                f.sh("cat /etc/gshadow").denied(EACCES);
+            }
+        }
+        // The rest of /etc stays readable, and /etc listable.
+        assert!(f.sh("cat /etc/passwd").ok().contains("root:"), "{mode}");
+        let listing = f.sh("ls /etc").ok().to_string();
+        assert!(
+            listing.lines().any(|l| l == "passwd") && listing.lines().any(|l| l == "shadow"),
+            "{mode}: {listing}"
+        );
+        // Beside a protected directory (/etc/ssl/private), the rest of its
+        // parent stays readable: TLS certificates, for one.
+        if std::path::Path::new("/etc/ssl/openssl.cnf").exists() {
+            assert!(!f.sh("cat /etc/ssl/openssl.cnf").ok().is_empty(), "{mode}");
+            f.sh("ls /etc/ssl/certs >/dev/null").ok();
+        }
+    }
+}
+
+#[test]
+fn sandbox_a_rule_that_names_a_credential_file_grants_it() {
+    if !shadow_readable_here() {
+        return;
+    }
+    let outside = crate::sandbox::outside_dir();
+    let mut policy = Policy::new(outside.path());
+    policy.ro.push("/etc/shadow".into());
+    let mut f = Fixture::start(outside, Mode::File(policy), &[], &[], None);
+    let want = std::fs::read_to_string("/etc/shadow").unwrap();
+    assert_eq!(f.sh("cat /etc/shadow").ok(), want);
+}

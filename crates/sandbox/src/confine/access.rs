@@ -17,6 +17,8 @@ pub(crate) struct AccessSets {
     pub(crate) rw: BitFlags<AccessFs>,
     /// `rw` + execute.
     pub(crate) rwx: BitFlags<AccessFs>,
+    /// List directories only.
+    pub(crate) list: BitFlags<AccessFs>,
     /// The rights that apply to a non-directory (a rule on a regular file).
     pub(crate) file_only: BitFlags<AccessFs>,
 }
@@ -36,6 +38,7 @@ impl AccessSets {
             rox,
             rw,
             rwx,
+            list: BitFlags::from(AccessFs::ReadDir) & handled,
             file_only: AccessFs::from_file(abi),
         }
     }

@@ -1,6 +1,7 @@
 //! `Policy::resolve`: a policy plus a request context to concrete [`ResolvedRules`].
 
 use super::ldd::shared_libraries;
+use super::protected::{carve, existing_protected};
 use super::{PathContext, Policy};
 use crate::rules::{NetworkRules, ResolvedRules};
 use std::collections::HashMap;
@@ -11,7 +12,9 @@ impl Policy {
     /// expanded or do not exist, canonicalizes the rest (a symlink resolves to
     /// its target), and adds `exec_paths` as `rox` when `advanced.add_exec` and
     /// their shared-library dependencies as `rox` when `advanced.ldd`.
-    /// Each list is deduplicated, keeping the first occurrence.
+    /// Each list is deduplicated, keeping the first occurrence. A directory
+    /// holding a protected credential file (`policy::PROTECTED`) is carved
+    /// around it: see `policy::protected`.
     pub fn resolve(&self, ctx: &PathContext, exec_paths: &[PathBuf]) -> ResolvedRules {
         let fs = &self.filesystem;
         let mut rox = resolve_list(&fs.rox, ctx);
@@ -26,11 +29,20 @@ impl Policy {
                 }
             }
         }
+        let protected = existing_protected();
+        let mut list = Vec::new();
+        let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
+        let (ro, rox) = (carved(resolve_list(&fs.ro, ctx)), carved(rox));
+        let (rw, rwx) = (
+            carved(resolve_list(&fs.rw, ctx)),
+            carved(resolve_list(&fs.rwx, ctx)),
+        );
         ResolvedRules {
-            ro: resolve_list(&fs.ro, ctx),
-            rox: dedup(rox),
-            rw: resolve_list(&fs.rw, ctx),
-            rwx: resolve_list(&fs.rwx, ctx),
+            ro,
+            rox,
+            rw,
+            rwx,
+            list: dedup(list),
             network: NetworkRules {
                 enabled: self.network.enabled,
                 bind_tcp: self.network.bind_tcp.clone(),

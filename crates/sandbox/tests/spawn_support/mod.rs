@@ -146,6 +146,7 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
         // A single-file rw rule: shells open /dev/null for background jobs.
         rw: vec![PathBuf::from("/dev/null")],
         rwx: Vec::new(),
+        list: Vec::new(),
         network: toolsrv_sandbox::rules::NetworkRules {
             enabled: true,
             bind_tcp: Vec::new(),
