@@ -33,7 +33,7 @@ pub const PROTECTED: &[&str] = &[
 /// credentials and `no_new_privs`, so what toolsrv cannot read they cannot
 /// either. A server that does not run as root usually carves nothing, and
 /// pays nothing for this (a carved `/etc` is ~140 rules, which the kernel
-/// copies into every sandboxed tool: ~40 µs per run on the 2-core test VM).
+/// copies into every sandboxed tool: ~60 µs per run on the 2-core test VM).
 pub fn existing_protected() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for pattern in PROTECTED {
