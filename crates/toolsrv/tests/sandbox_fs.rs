@@ -11,14 +11,22 @@ fn with_policy() -> Fixture {
     Fixture::start(outside, Mode::File(policy), &[], &[], None)
 }
 
+/// The two ways a server gets the default rules.
+const MODES: [&str; 2] = ["embedded default", "policy file"];
+
+/// A server with the embedded default policy, or with [`with_policy`].
+fn fixture_for(mode: &str) -> Fixture {
+    if mode == "policy file" {
+        with_policy()
+    } else {
+        Fixture::new(Mode::EmbeddedDefault, &[])
+    }
+}
+
 #[test]
 fn sandbox_reading_a_secret_outside_all_rules_is_denied() {
-    for mode in ["embedded default", "policy file"] {
-        let mut f = if mode == "policy file" {
-            with_policy()
-        } else {
-            Fixture::new(Mode::EmbeddedDefault, &[])
-        };
+    for mode in MODES {
+        let mut f = fixture_for(mode);
         let secret = f.out("secret/secret.txt").display().to_string();
         f.sh(&format!("cat {secret}")).denied(EACCES);
         let dir = f.out("secret").display().to_string();
@@ -114,12 +122,8 @@ fn sandbox_truncating_an_ro_file_is_denied() {
 
 #[test]
 fn sandbox_symlinks_in_rw_pointing_outside_do_not_escape() {
-    for mode in ["embedded default", "policy file"] {
-        let mut f = if mode == "policy file" {
-            with_policy()
-        } else {
-            Fixture::new(Mode::EmbeddedDefault, &[])
-        };
+    for mode in MODES {
+        let mut f = fixture_for(mode);
         let secret_dir = f.out("secret");
         // Created by the test before the run.
         std::os::unix::fs::symlink(secret_dir.join("secret.txt"), f.cwd().join("pre")).unwrap();
@@ -179,12 +183,8 @@ fn shadow_readable_here() -> bool {
 
 #[test]
 fn sandbox_a_rule_on_etc_does_not_hand_out_its_credential_files() {
-    for mode in ["embedded default", "policy file"] {
-        let mut f = if mode == "policy file" {
-            with_policy()
-        } else {
-            Fixture::new(Mode::EmbeddedDefault, &[])
-        };
+    for mode in MODES {
+        let mut f = fixture_for(mode);
         if shadow_readable_here() {
             f.sh("cat /etc/shadow").denied(EACCES);
             if std::path::Path::new("/etc/gshadow").exists() {
