@@ -2,11 +2,13 @@
 //!
 //! Everything that allocates, opens paths or can fail in an interesting way happens here,
 //! in the parent ([`Confinement::prepare`]). The child spawned by [`crate::spawn`] then only
-//! makes three raw system calls: `prctl(PR_SET_NO_NEW_PRIVS)`,
-//! `landlock_restrict_self(ruleset_fd, 0)` and `prctl(PR_SET_SECCOMP, ...)`.
+//! makes raw system calls: `prctl(PR_SET_NO_NEW_PRIVS)`, `capset` (when toolsrv holds
+//! capabilities beyond [`caps::KEEP`]), `landlock_restrict_self(ruleset_fd, 0)` and
+//! `prctl(PR_SET_SECCOMP, ...)`.
 
 mod abi;
 mod access;
+pub mod caps;
 mod seccomp;
 
 use std::fmt;
@@ -61,6 +63,9 @@ pub enum ConfineError {
     /// The seccomp filter could not be compiled.
     #[error("cannot build the seccomp filter: {0}")]
     Seccomp(seccompiler::BackendError),
+    /// toolsrv's own capabilities could not be read (`capget`).
+    #[error("cannot read toolsrv's capabilities: {0}")]
+    Capabilities(std::io::Error),
 }
 
 /// A prepared confinement: a Landlock ruleset descriptor and an optional seccomp
@@ -70,6 +75,7 @@ pub enum ConfineError {
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
     seccomp: Option<Vec<libc::sock_filter>>,
+    caps: Option<caps::Caps>,
     unenforced: Vec<String>,
     abi: i32,
 }
@@ -79,6 +85,7 @@ impl fmt::Debug for Confinement {
         f.debug_struct("Confinement")
             .field("ruleset", &self.ruleset)
             .field("seccomp_instructions", &self.seccomp.as_ref().map(Vec::len))
+            .field("caps", &self.caps)
             .field("unenforced", &self.unenforced)
             .field("abi", &self.abi)
             .finish()
@@ -131,9 +138,11 @@ impl Confinement {
         } else {
             Some(seccomp::no_network_filter()?)
         };
+        let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
         Ok(Confinement {
             ruleset,
             seccomp,
+            caps,
             unenforced,
             abi: abi_num,
         })
@@ -154,6 +163,12 @@ impl Confinement {
     /// The ruleset descriptor for `landlock_restrict_self`, if any.
     pub(crate) fn ruleset_fd(&self) -> Option<RawFd> {
         self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// The capabilities the child sets before `execve`, when they differ from
+    /// toolsrv's (see [`caps`]).
+    pub(crate) fn caps(&self) -> Option<caps::Caps> {
+        self.caps
     }
 
     /// The seccomp program, if any.

@@ -362,6 +362,7 @@ fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError
         Some(Stage::DeathSignal) => setup("death signal"),
         Some(Stage::Stdio) => setup("stdio"),
         Some(Stage::CloseRange) => setup("close_range"),
+        Some(Stage::Capabilities) => setup("capabilities"),
         None => SpawnError::UnknownStage(stage),
     }
 }
@@ -395,6 +396,7 @@ fn child_args(
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
         seccomp: seccomp.map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
         no_new_privs: confinement.is_some(),
+        caps: confinement.and_then(Confinement::caps),
         // Safety: getpid has no preconditions.
         parent_pid: unsafe { libc::getpid() },
         failed_stage: AtomicU32::new(0),

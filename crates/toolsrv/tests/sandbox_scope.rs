@@ -141,3 +141,37 @@ fn sandbox_toolsrv_environ_stays_secret_when_proc_is_granted() {
         "a sandboxed tool read toolsrv's secret from /proc/{pid}/environ: {o:?}"
     );
 }
+
+#[test]
+fn sandbox_a_tool_of_a_root_server_loses_the_capabilities_landlock_cannot_contain() {
+    // Meaningful as root (as CI runs): otherwise nobody holds CAP_SYS_NICE.
+    let probe = std::process::Command::new("nice")
+        .args(["-n", "-5", "true"])
+        .output()
+        .expect("run nice");
+    if !probe.status.success() || !probe.stderr.is_empty() {
+        eprintln!("not privileged here: nothing to drop, nothing to check");
+        return;
+    }
+    // CAP_SYS_NICE and CAP_MKNOD are dropped in the sandbox (the working
+    // directory is rwx, so Landlock would allow the device node) ...
+    let mut f = Fixture::new(Mode::EmbeddedDefault, &[]);
+    let o = f.sh("nice -n -5 true; mknod blk b 7 0");
+    assert!(
+        o.text.contains("cannot set niceness") && o.text.contains(EPERM),
+        "{o:?}"
+    );
+    // ... CAP_CHOWN is kept ...
+    assert_eq!(
+        f.sh("echo x > f && chown 12345 f && stat -c %u f").ok(),
+        "12345\n"
+    );
+    // ... and --yolo keeps everything.
+    let outside = outside_dir();
+    let mut y = Fixture::start(outside, Mode::EmbeddedDefault, &["--yolo"], &[], None);
+    assert_eq!(
+        y.sh("nice -n -5 true && mknod blk b 7 0 && rm blk && echo ok")
+            .ok(),
+        "ok\n"
+    );
+}

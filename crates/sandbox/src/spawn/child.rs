@@ -40,6 +40,8 @@ pub(crate) enum Stage {
     Seccomp = 9,
     /// `execve`.
     Exec = 10,
+    /// `capset`.
+    Capabilities = 11,
 }
 
 impl Stage {
@@ -56,6 +58,7 @@ impl Stage {
             8 => Stage::Landlock,
             9 => Stage::Seccomp,
             10 => Stage::Exec,
+            11 => Stage::Capabilities,
             _ => return None,
         })
     }
@@ -77,6 +80,9 @@ pub(crate) struct ChildArgs {
     pub(crate) seccomp: *const libc::sock_fprog,
     /// Whether to set `no_new_privs` (always when confined).
     pub(crate) no_new_privs: bool,
+    /// The capabilities to set after `no_new_privs`, when confined and toolsrv
+    /// holds more than a tool may keep.
+    pub(crate) caps: Option<crate::confine::caps::Caps>,
     /// `getpid()` of the parent, captured before `clone`.
     pub(crate) parent_pid: libc::pid_t,
     /// The failed [`Stage`] (0: none), written by the child.
@@ -201,6 +207,23 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
                     ],
                 ),
                 Stage::NoNewPrivs,
+            )?;
+        }
+        if let Some(caps) = &args.caps {
+            let mut header = crate::confine::caps::HEADER;
+            check(
+                sys::call(
+                    libc::SYS_capset,
+                    [
+                        (&mut header as *mut crate::confine::caps::Header) as c_long,
+                        (caps.as_ptr()) as c_long,
+                        0,
+                        0,
+                        0,
+                        0,
+                    ],
+                ),
+                Stage::Capabilities,
             )?;
         }
         if args.ruleset >= 0 {

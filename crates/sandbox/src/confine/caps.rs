@@ -1,0 +1,122 @@
+//! The capabilities a confined tool keeps.
+//!
+//! Landlock restricts paths, TCP ports, signals and abstract sockets; it does
+//! not stop a process that holds capabilities from loading a kernel module,
+//! rebooting, loading BPF programs, reconfiguring the network through netlink,
+//! creating a device node and reading the raw disk through it, or doing port
+//! I/O. A toolsrv running as root would hand all of that to its sandboxed
+//! tools. So the child of a confined run sets its capabilities to the
+//! server's, intersected with [`KEEP`], right before `execve`; with
+//! `no_new_privs` set, `execve` (root's implicit capabilities included) then
+//! grants nothing beyond them.
+//!
+//! [`KEEP`] holds what ordinary file work as root needs and stays inside the
+//! Landlock rules: owning and changing modes of files (`tar` extracting as
+//! root restores owners), overriding file permission bits, switching user or
+//! group, signalling (scoped to the sandbox by Landlock ABI 6+), binding
+//! ports below 1024 (the network policy decides which) and `chroot`.
+
+use std::io;
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+const VERSION_3: u32 = 0x2008_0522;
+
+/// Capabilities kept (bit numbers, `linux/capability.h`): CHOWN,
+/// DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE,
+/// SYS_CHROOT. Everything else is dropped, notably SYS_ADMIN, SYS_MODULE,
+/// SYS_BOOT, SYS_RAWIO, SYS_PTRACE, SYS_TIME, SYS_NICE, SYS_RESOURCE,
+/// NET_ADMIN, NET_RAW, MKNOD, DAC_READ_SEARCH (`open_by_handle_at`), BPF,
+/// PERFMON, SETPCAP and SETFCAP.
+pub const KEEP: &[u32] = &[0, 1, 3, 4, 5, 6, 7, 10, 18];
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Header {
+    version: u32,
+    pid: i32,
+}
+
+/// The header for `capget`/`capset` on the calling thread (copied onto the
+/// caller's stack: the kernel writes its preferred version into a header it
+/// does not accept).
+pub(crate) const HEADER: Header = Header {
+    version: VERSION_3,
+    pid: 0,
+};
+
+/// `struct __user_cap_data_struct`: one 32-bit word of each set.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// The two words of each set, as `capget`/`capset` exchange them.
+pub type Caps = [CapData; 2];
+
+/// The capabilities of the calling thread.
+fn current() -> io::Result<Caps> {
+    let mut hdr = HEADER;
+    let mut data = Caps::default();
+    // Safety: capget writes one header and two data structs, both ours.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut Header, data.as_mut_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(data)
+}
+
+/// [`KEEP`] as the two words of a set.
+fn keep_mask() -> [u32; 2] {
+    let mut mask = [0u32; 2];
+    for &cap in KEEP {
+        mask[(cap / 32) as usize] |= 1 << (cap % 32);
+    }
+    mask
+}
+
+/// What a confined child should set: the current capabilities within
+/// [`KEEP`], none inheritable. `None` when that changes nothing (a server
+/// that is not root usually holds no capabilities at all).
+pub fn reduced() -> io::Result<Option<Caps>> {
+    let now = current()?;
+    let mask = keep_mask();
+    let mut want = now;
+    for (w, m) in want.iter_mut().zip(mask) {
+        w.effective &= m;
+        w.permitted &= m;
+        w.inheritable = 0;
+    }
+    Ok((want != now).then_some(want))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_set_is_within_the_current_one_and_drops_the_rest() {
+        let now = current().expect("capget");
+        let mask = keep_mask();
+        assert_eq!(mask[0] & (1 << 21), 0, "SYS_ADMIN is not kept");
+        assert_eq!(mask[0] & (1 << 27), 0, "MKNOD is not kept");
+        match reduced().expect("reduced") {
+            None => {
+                for (w, m) in now.iter().zip(mask) {
+                    assert_eq!(w.permitted & !m, 0);
+                    assert_eq!(w.inheritable, 0);
+                }
+            }
+            Some(want) => {
+                for ((w, n), m) in want.iter().zip(now).zip(mask) {
+                    assert_eq!(w.permitted, n.permitted & m);
+                    assert_eq!(w.effective, n.effective & m);
+                    assert_eq!(w.inheritable, 0);
+                }
+            }
+        }
+    }
+}
