@@ -67,8 +67,10 @@ impl Policy {
     }
 }
 
+/// The expanded, existing, canonical paths of one list (deduplicated later,
+/// with the carving).
 fn resolve_list(paths: &[String], ctx: &PathContext) -> Vec<PathBuf> {
-    let out = paths
+    paths
         .iter()
         .filter_map(|raw| match ctx.expand(raw) {
             Ok(p) => existing(&p),
@@ -77,8 +79,7 @@ fn resolve_list(paths: &[String], ctx: &PathContext) -> Vec<PathBuf> {
                 None
             }
         })
-        .collect();
-    dedup(out)
+        .collect()
 }
 
 /// The canonical form of `p`, or `None` (logged) when it does not exist.
