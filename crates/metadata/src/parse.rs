@@ -120,6 +120,7 @@ pub fn load_tool(files: &ToolFiles, host: &Host) -> Result<Option<Tool>, MetaErr
         param_order: schema.order,
         kind,
         timeout: meta.timeout.map(|t| t.0),
+        limits: meta.limits.unwrap_or_default(),
         output: meta.output.unwrap_or_default(),
         source,
     }))

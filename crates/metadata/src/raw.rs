@@ -37,6 +37,8 @@ pub struct RawMeta {
     pub timeout: Option<TimeoutSpec>,
     /// How output is returned.
     pub output: Option<OutputMode>,
+    /// Per-run limits; each applies when lower than the policy's.
+    pub limits: Option<toolsrv_protocol::Limits>,
     /// Host variants; the first match is merged over the base.
     pub variants: Option<Vec<RawVariant>>,
 }
@@ -66,6 +68,8 @@ pub struct RawVariant {
     pub timeout: Option<TimeoutSpec>,
     /// Replaces the output mode.
     pub output: Option<OutputMode>,
+    /// Replaces the limits.
+    pub limits: Option<toolsrv_protocol::Limits>,
 }
 
 impl RawMeta {
@@ -101,6 +105,9 @@ impl RawMeta {
         }
         if v.output.is_some() {
             self.output = v.output;
+        }
+        if v.limits.is_some() {
+            self.limits = v.limits;
         }
     }
 }

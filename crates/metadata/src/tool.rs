@@ -64,6 +64,8 @@ pub struct Tool {
     pub kind: ToolKind,
     /// The tool's default timeout, if its metadata sets one.
     pub timeout: Option<Duration>,
+    /// The tool's own limits (0: not set); they only ever tighten the policy's.
+    pub limits: toolsrv_protocol::Limits,
     /// How output is returned.
     pub output: OutputMode,
     /// The file the metadata came from: the sidecar `<name>.yaml` when there

@@ -5,6 +5,7 @@
 pub mod bypass;
 pub mod completion;
 pub mod duration;
+pub mod limits;
 pub mod payload;
 pub mod procstat;
 pub mod result;
@@ -15,6 +16,7 @@ pub mod toolinfo;
 pub use bypass::{BypassRequest, Resolution};
 pub use completion::completion_message;
 pub use duration::{format_duration, parse_duration, DurationError, DurationReason};
+pub use limits::{deserialize_policy_limits, format_size, limit_reached_line, LimitName, Limits};
 pub use payload::{
     convert_args, encode_payload, escape_value, parse_payload, unescape_value, validate_agent_id,
     validate_tool_name, NameError, Payload, PayloadError,

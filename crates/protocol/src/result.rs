@@ -59,6 +59,28 @@ impl ToolResult {
         }
     }
 
+    /// This result with `lines` added at the end of its text, each on a line
+    /// of its own (a text item is added when the last item is an image).
+    pub fn with_last_lines(mut self, lines: &[String]) -> Self {
+        if lines.is_empty() {
+            return self;
+        }
+        if !matches!(self.content.last(), Some(Content::Text { .. })) {
+            self.content.push(Content::Text {
+                text: String::new(),
+            });
+        }
+        if let Some(Content::Text { text }) = self.content.last_mut() {
+            for line in lines {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(line);
+            }
+        }
+        self
+    }
+
     /// The concatenation of every text item, in order (image items are skipped).
     pub fn joined_text(&self) -> String {
         self.content

@@ -6,10 +6,13 @@
 //! - [`rules`]: [`rules::ResolvedRules`], a policy resolved for one request (concrete paths).
 //! - [`confine`]: turns resolved rules into a prepared Landlock ruleset + seccomp filter
 //!   ([`confine::Confinement`]), built in the parent.
+//! - [`contain`]: the kernel groups (cgroups, or PID namespaces) that hold every process
+//!   of a run, its limits, and killing it whole.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
 //!   group, applies the confinement and `exec`s the tool.
 
 pub mod confine;
+pub mod contain;
 pub mod policy;
 pub mod rules;
 pub mod spawn;

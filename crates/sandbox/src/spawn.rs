@@ -23,7 +23,7 @@ mod sys;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 pub use process::{Child, ExitStatus};
@@ -46,6 +46,54 @@ pub struct SpawnSpec<'a> {
     pub output: BorrowedFd<'a>,
     /// The confinement to apply right before `execve`; `None` runs unconfined.
     pub confinement: Option<&'a Confinement>,
+    /// The run's kernel group and limits (see [`crate::contain::Run::join`]).
+    pub join: Join,
+}
+
+/// How a child joins its run, set up before it runs anything of the tool's:
+/// the descriptors must stay open until the child has exec'd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Join {
+    /// A cgroup v2 directory to start the child in (`CLONE_INTO_CGROUP`), or -1.
+    pub cgroup: RawFd,
+    /// That group's `cgroup.procs`, written by the child where the kernel
+    /// refuses `CLONE_INTO_CGROUP` (or has no `clone3`), or -1.
+    pub cgroup_procs: RawFd,
+    /// cgroup v1 `cgroup.procs` files the child writes itself into, -1 unused.
+    pub procs: [RawFd; 3],
+    /// `(resource, value)` pairs set as both soft and hard limit; resource -1 unused.
+    pub rlimits: [(i32, u64); 4],
+    /// Start the child as the first process of a new PID namespace.
+    pub new_pid_ns: bool,
+    /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
+    pub new_user_ns: bool,
+}
+
+impl Default for Join {
+    fn default() -> Self {
+        Join {
+            cgroup: -1,
+            cgroup_procs: -1,
+            procs: [-1; 3],
+            rlimits: [(-1, 0); 4],
+            new_pid_ns: false,
+            new_user_ns: false,
+        }
+    }
+}
+
+impl Join {
+    /// The namespace flags of `clone`.
+    fn namespace_flags(&self) -> u64 {
+        let mut f = 0u64;
+        if self.new_pid_ns {
+            f |= libc::CLONE_NEWPID as u64;
+        }
+        if self.new_user_ns {
+            f |= libc::CLONE_NEWUSER as u64;
+        }
+        f
+    }
 }
 
 /// Why a tool could not be started.
@@ -123,17 +171,16 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         output,
         spec.confinement,
         fprog.as_ref(),
+        &spec.join,
     );
     // One stack per thread, reused: CLONE_VFORK keeps this thread suspended until
     // the child has exec'd or exited, so the stack is free again when clone
     // returns (and no other spawn can run on this thread meanwhile).
-    let (pid, pidfd) =
-        stack::with_thread_stack(|stack| clone_vfork(&args, stack)).map_err(|source| {
-            SpawnError::Prepare {
-                step: "stack",
-                source,
-            }
-        })??;
+    let (pid, pidfd) = stack::with_thread_stack(|stack| clone_vfork(&args, stack, &spec.join))
+        .map_err(|source| SpawnError::Prepare {
+        step: "stack",
+        source,
+    })??;
     let stage = args.failed_stage.load(Ordering::Acquire);
     if stage == 0 {
         return Ok(Child::new(pid, pidfd));
@@ -177,24 +224,41 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let (low, size) = stack.region();
     let mut pidfd: libc::c_int = -1;
     let arg = &launch.args as *const ChildArgs as *mut libc::c_void;
-    // Safety: the child runs `child_main` on `stack` and reads only the launch,
-    // which is boxed (stable address) and kept unchanged until the kernel clears
-    // `in_use` (the `Child` owns it; `launch::retire` parks it while the child may
-    // still read it); the stack is lent (`launch::lend`) until then too.
-    // `child_main` makes raw system calls only, which leave this thread's errno
-    // alone (`sys`).
-    let outcome = unsafe {
-        clone3::clone3(
-            clone3::Mode::Detached {
-                in_use: &launch.in_use,
-            },
-            child::child_main,
-            arg,
-            low,
-            size,
-            &mut pidfd,
-        )
-    };
+    let mut outcome = clone3::Outcome::Unavailable;
+    for into_cgroup in cgroup_attempts(&spec.join) {
+        // The child reads this only after `clone3` succeeded, and each attempt
+        // that failed started no child.
+        launch
+            .args
+            .join_by_procs
+            .store(!into_cgroup, Ordering::Relaxed);
+        let extra = clone3::Extra {
+            flags: spec.join.namespace_flags(),
+            cgroup: into_cgroup.then_some(spec.join.cgroup),
+        };
+        // Safety: the child runs `child_main` on `stack` and reads only the launch,
+        // which is boxed (stable address) and kept unchanged until the kernel clears
+        // `in_use` (the `Child` owns it; `launch::retire` parks it while the child may
+        // still read it); the stack is lent (`launch::lend`) until then too.
+        // `child_main` makes raw system calls only, which leave this thread's errno
+        // alone (`sys`).
+        outcome = unsafe {
+            clone3::clone3(
+                clone3::Mode::Detached {
+                    in_use: &launch.in_use,
+                },
+                extra,
+                child::child_main,
+                arg,
+                low,
+                size,
+                &mut pidfd,
+            )
+        };
+        if matches!(outcome, clone3::Outcome::Started(_)) {
+            break;
+        }
+    }
     let pid = match outcome {
         clone3::Outcome::Started(pid) => {
             launch::lend(stack, launch.in_use.clone());
@@ -242,30 +306,47 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
 /// spawn and, worse, make the kernel queue each SIGCHLD of a tool ending
 /// meanwhile (a blocked signal is never discarded as ignored) and wake another
 /// thread of the server to discard it: a cross-CPU wake-up per call.
-fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, OwnedFd), SpawnError> {
+fn clone_vfork(
+    args: &ChildArgs,
+    stack: &stack::ChildStack,
+    join: &Join,
+) -> Result<(i32, OwnedFd), SpawnError> {
     let mut pidfd: libc::c_int = -1;
     let arg = args as *const ChildArgs as *mut libc::c_void;
     let (low, size) = stack.region();
     args.reset_signals
         .store(clone3::ignored_signals(), Ordering::Relaxed);
-    // Safety: as for `clone` in `clone_legacy`; `region` is the same unused stack,
-    // and the top of an mmap'd region is page- (so 16-byte) aligned.
-    let first = unsafe {
-        clone3::clone3(
-            clone3::Mode::Vfork,
-            child::child_main,
-            arg,
-            low,
-            size,
-            &mut pidfd,
-        )
-    };
+    let mut first = clone3::Outcome::Unavailable;
+    for into_cgroup in cgroup_attempts(join) {
+        args.join_by_procs.store(!into_cgroup, Ordering::Relaxed);
+        let extra = clone3::Extra {
+            flags: join.namespace_flags(),
+            cgroup: into_cgroup.then_some(join.cgroup),
+        };
+        // Safety: as for `clone` in `clone_legacy`; `region` is the same unused stack,
+        // and the top of an mmap'd region is page- (so 16-byte) aligned.
+        first = unsafe {
+            clone3::clone3(
+                clone3::Mode::Vfork,
+                extra,
+                child::child_main,
+                arg,
+                low,
+                size,
+                &mut pidfd,
+            )
+        };
+        if matches!(first, clone3::Outcome::Started(_)) {
+            break;
+        }
+    }
     let started = match first {
         clone3::Outcome::Started(pid) => Ok(pid),
         clone3::Outcome::Failed(errno) => Err(errno),
         clone3::Outcome::Unavailable => {
             args.reset_signals.store(u64::MAX, Ordering::Relaxed);
-            with_signals_blocked(|| clone_legacy(args, stack, &mut pidfd))?
+            args.join_by_procs.store(true, Ordering::Relaxed);
+            with_signals_blocked(|| clone_legacy(args, stack, &mut pidfd, join))?
         }
     };
     let pid = started.map_err(|errno| SpawnError::Prepare {
@@ -280,6 +361,17 @@ fn clone_vfork(args: &ChildArgs, stack: &stack::ChildStack) -> Result<(i32, Owne
     }
     // Safety: CLONE_PIDFD returned a fresh descriptor that nothing else owns.
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// Whether to ask `clone3` for `CLONE_INTO_CGROUP`: first yes (when there is a
+/// v2 group), then, if the kernel refused, no (the child writes itself into
+/// the group's `cgroup.procs` instead).
+fn cgroup_attempts(join: &Join) -> &'static [bool] {
+    if join.cgroup >= 0 {
+        &[true, false]
+    } else {
+        &[false]
+    }
 }
 
 /// Runs `f` with every signal blocked in this thread, then restores the mask:
@@ -314,8 +406,13 @@ fn clone_legacy(
     args: &ChildArgs,
     stack: &stack::ChildStack,
     pidfd: &mut libc::c_int,
+    join: &Join,
 ) -> Result<i32, i32> {
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+    let flags = libc::CLONE_VM
+        | libc::CLONE_VFORK
+        | libc::CLONE_PIDFD
+        | libc::SIGCHLD
+        | join.namespace_flags() as libc::c_int;
     // Safety: `child_main` only reads `args` and writes its atomics; `args`, the argv/envp
     // arrays and the strings they point to live in the caller's frame, which stays
     // suspended (CLONE_VFORK) until the child has exec'd or exited. The child runs on
@@ -363,6 +460,8 @@ fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError
         Some(Stage::Stdio) => setup("stdio"),
         Some(Stage::CloseRange) => setup("close_range"),
         Some(Stage::Capabilities) => setup("capabilities"),
+        Some(Stage::Contain) => setup("joining the run's cgroup"),
+        Some(Stage::Limits) => setup("resource limits"),
         None => SpawnError::UnknownStage(stage),
     }
 }
@@ -385,6 +484,7 @@ fn child_args(
     output: RawFd,
     confinement: Option<&Confinement>,
     seccomp: Option<&libc::sock_fprog>,
+    join: &Join,
 ) -> ChildArgs {
     ChildArgs {
         program: strings.program.as_ptr(),
@@ -399,6 +499,8 @@ fn child_args(
         caps: confinement.and_then(Confinement::caps),
         // Safety: getpid has no preconditions.
         parent_pid: unsafe { libc::getpid() },
+        join: *join,
+        join_by_procs: AtomicBool::new(false),
         failed_stage: AtomicU32::new(0),
         failed_errno: AtomicI32::new(0),
         reset_signals: AtomicU64::new(u64::MAX),

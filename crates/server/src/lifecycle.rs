@@ -157,6 +157,9 @@ impl Server {
                 "processes still running at shutdown"
             );
         }
+        // Whatever of any run is left (detached descendants included) dies
+        // with its group, and the groups go.
+        self.executor.containment.shutdown(SHUTDOWN_WAIT);
         crate::reaper::kill_orphans(&self.executor.tracked);
         crate::reaper::reap_orphans(&self.executor.tracked);
     }

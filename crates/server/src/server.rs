@@ -56,6 +56,7 @@ impl Server {
         config: ServeConfig,
         policy: PolicyStore,
         watchdog: Option<Arc<crate::watchdog::Watchdog>>,
+        containment: Arc<toolsrv_sandbox::contain::Containment>,
     ) -> std::io::Result<Arc<Server>> {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
             (config.tools_dir.clone(), None)
@@ -84,7 +85,7 @@ impl Server {
             user: user.into(),
             catalog: Catalog::new(tools_dir, Host::current()),
             registry: Registry::new(),
-            executor: Executor::new(policy, config.landlock_abi_limit, watchdog)?,
+            executor: Executor::new(policy, config.landlock_abi_limit, watchdog, containment)?,
             activity: crate::lifecycle::Activity::default(),
             procs: ProcTable::new(config.max_output),
             broker: Broker::default(),
@@ -118,6 +119,7 @@ impl Server {
             prep.output_mode(),
             prep.timeout,
         )
+        .with_last_lines(&proc.limits_reached())
     }
 
     /// Start a background request (`proc/new.bg`); returns its pid at once (also

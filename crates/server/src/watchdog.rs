@@ -9,11 +9,14 @@
 //! or wake-up (a pipe of `+pgid`/`-pgid` records woke the watchdog twice per
 //! call). The watchdog blocks reading a pipe that toolsrv never writes; when
 //! toolsrv dies, for whatever reason, the read sees end of file and the watchdog
-//! sends SIGKILL to every group still in the table, then exits.
+//! sends SIGKILL to every group still in the table, kills everything in the
+//! server's cgroups and removes them ([`toolsrv_sandbox::contain::teardown`]),
+//! then exits.
 
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
@@ -87,7 +90,7 @@ impl Watchdog {
     /// Must be called while the process is still single-threaded (before the
     /// async runtime starts): the child only runs plain system calls and its own
     /// loop, but a fork of a multi-threaded process could inherit held locks.
-    pub fn start() -> io::Result<Watchdog> {
+    pub fn start(groups: Vec<PathBuf>) -> io::Result<Watchdog> {
         let table = Table::new()?;
         let mut fds = [0; 2];
         // Safety: pipe2 writes two new descriptors into our array.
@@ -108,7 +111,7 @@ impl Watchdog {
             }
             0 => {
                 // Safety: we are the child; watch() never returns.
-                unsafe { watch(rd, wr, &table) }
+                unsafe { watch(rd, wr, &table, &groups) }
             }
             _ => {
                 // Safety: the read end belongs to the child now; close our copy.
@@ -167,7 +170,7 @@ impl Watchdog {
 ///
 /// # Safety
 /// Only to be called in the child right after `fork`.
-unsafe fn watch(rd: i32, wr: i32, table: &Table) -> ! {
+unsafe fn watch(rd: i32, wr: i32, table: &Table, groups: &[PathBuf]) -> ! {
     // Safety (whole function): raw system calls on descriptors and memory we own.
     unsafe {
         libc::close(wr);
@@ -204,6 +207,9 @@ unsafe fn watch(rd: i32, wr: i32, table: &Table) -> ! {
                 libc::kill(-g, libc::SIGKILL);
             }
         }
+        // The fork happened while toolsrv was single-threaded, so this process
+        // may allocate and use the file system like any other.
+        toolsrv_sandbox::contain::teardown(groups, std::time::Duration::from_secs(3));
         libc::_exit(0)
     }
 }

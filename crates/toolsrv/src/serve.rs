@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use toolsrv_sandbox::contain::{Containment, Mechanism};
 
 use anyhow::{bail, Context, Result};
 use tokio_util::sync::CancellationToken;
@@ -65,9 +66,11 @@ pub fn main(args: ServeArgs) -> ExitCode {
         eprintln!("toolsrv: {e:#}");
         return ExitCode::from(1);
     }
-    // Before any thread exists: fork the watchdog, and become the subreaper of
-    // everything our tools start.
-    let watchdog = match toolsrv_server::watchdog::Watchdog::start() {
+    // Before any thread exists: make this server's groups (and remove those of
+    // dead servers), fork the watchdog that tears them down if the server dies,
+    // and become the subreaper of everything our tools start.
+    let containment = Arc::new(Containment::start());
+    let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
             tracing::error!(error = %e, "cannot start the watchdog process; tools may outlive a killed server");
@@ -93,7 +96,7 @@ pub fn main(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(config, watchdog)) {
+    match rt.block_on(run(config, watchdog, containment)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -192,6 +195,7 @@ fn init_logging(c: &ServeConfig) -> Result<()> {
 async fn run(
     config: ServeConfig,
     watchdog: Option<Arc<toolsrv_server::watchdog::Watchdog>>,
+    containment: Arc<Containment>,
 ) -> Result<()> {
     // Handlers first: a signal that arrives once the socket exists must already
     // take the clean shutdown path.
@@ -208,6 +212,13 @@ async fn run(
         landlock_abi = toolsrv_sandbox::confine::landlock_abi(),
         "toolsrv serving"
     );
+    log_containment(&containment);
+    if !containment.mechanism().contains() && !policy.current().general.best_effort {
+        containment.shutdown(std::time::Duration::from_secs(1));
+        bail!(
+            "no mechanism can contain a run on this host (no writable cgroup, no PID namespace) and the policy says best_effort: false"
+        );
+    }
     if config.yolo {
         tracing::warn!("--yolo: tools run WITHOUT the Landlock sandbox; validation still applies");
     }
@@ -216,12 +227,28 @@ async fn run(
             "authentication is off (--no-auth): any local client of this uid can run tools"
         );
     }
-    let server = Server::new(config, policy, watchdog).context("cannot start the server")?;
+    let server =
+        Server::new(config, policy, watchdog, containment).context("cannot start the server")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(signals.watch(shutdown.clone()));
     server.run(bound, shutdown).await;
     tracing::info!("toolsrv stopped");
     Ok(())
+}
+
+/// Says at startup what contains a run here and how each limit is enforced;
+/// loudly when nothing does.
+fn log_containment(c: &Containment) {
+    for note in c.notes() {
+        tracing::info!(note = %note, "containment");
+    }
+    match c.mechanism() {
+        Mechanism::None => tracing::warn!(
+            "no mechanism contains a run here: a tool that calls setsid or daemonizes outlives its run; {}",
+            c.summary()
+        ),
+        m => tracing::info!(mechanism = ?m, how = %c.summary(), "containment"),
+    }
 }
 
 /// SIGINT and SIGTERM.

@@ -9,9 +9,10 @@
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
+pub use toolsrv_protocol::Limits;
 
 /// A parsed `sandbox.yaml`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     /// General settings.
@@ -32,6 +33,23 @@ pub struct Policy {
     /// Command validation options.
     #[serde(deserialize_with = "null_default")]
     pub validation: Validation,
+    /// Per-run resource limits (what is not set takes the built-in default).
+    #[serde(deserialize_with = "toolsrv_protocol::deserialize_policy_limits")]
+    pub limits: Limits,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            general: General::default(),
+            filesystem: Filesystem::default(),
+            network: Network::default(),
+            env: Vec::new(),
+            advanced: Advanced::default(),
+            validation: Validation::default(),
+            limits: Limits::policy_default(),
+        }
+    }
 }
 
 /// `general:` section.

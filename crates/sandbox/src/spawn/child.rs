@@ -5,7 +5,7 @@
 //! suspended thread's frame), makes raw system calls, and reports a failure through two
 //! atomics. No allocation, no locks, no formatting, no panics.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use libc::{c_char, c_int, c_long, c_void};
 
@@ -42,6 +42,10 @@ pub(crate) enum Stage {
     Exec = 10,
     /// `capset`.
     Capabilities = 11,
+    /// Writing itself into a cgroup's `cgroup.procs`.
+    Contain = 12,
+    /// `prlimit64`.
+    Limits = 13,
 }
 
 impl Stage {
@@ -59,6 +63,8 @@ impl Stage {
             9 => Stage::Seccomp,
             10 => Stage::Exec,
             11 => Stage::Capabilities,
+            12 => Stage::Contain,
+            13 => Stage::Limits,
             _ => return None,
         })
     }
@@ -85,6 +91,11 @@ pub(crate) struct ChildArgs {
     pub(crate) caps: Option<crate::confine::caps::Caps>,
     /// `getpid()` of the parent, captured before `clone`.
     pub(crate) parent_pid: libc::pid_t,
+    /// The run's group and limits.
+    pub(crate) join: super::Join,
+    /// Whether the child must write itself into `join.cgroup_procs` (the
+    /// clone did not start it in the group). Set by the parent before each attempt.
+    pub(crate) join_by_procs: AtomicBool,
     /// The failed [`Stage`] (0: none), written by the child.
     pub(crate) failed_stage: AtomicU32,
     /// The errno of the failed stage, written by the child.
@@ -129,6 +140,7 @@ fn check(ret: c_long, stage: Stage) -> Result<c_long, (Stage, i32)> {
 
 fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
     reset_signals(args.reset_signals.load(Ordering::Relaxed))?;
+    join_run(args)?;
     // Safety (all calls below): raw system calls whose pointer arguments are either null
     // or point into `args` / memory the parent keeps alive while this child runs.
     unsafe {
@@ -151,7 +163,14 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
             Stage::DeathSignal,
         )?;
         // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
-        if sys::call(libc::SYS_getppid, [0, 0, 0, 0, 0, 0]) != args.parent_pid as c_long {
+        // (In a new PID namespace the parent is outside it and reads as 0; the
+        // watchdog covers that window there.)
+        let expected = if args.join.new_pid_ns {
+            0
+        } else {
+            args.parent_pid as c_long
+        };
+        if sys::call(libc::SYS_getppid, [0, 0, 0, 0, 0, 0]) != expected {
             exit_now(127);
         }
         check(
@@ -266,6 +285,61 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
     }
     // execve returns only on failure (then `check` returned above).
     Err((Stage::Exec, libc::EIO))
+}
+
+/// Joins the run's groups and takes its resource limits, before anything of
+/// the tool runs: a process started from here on is born in the groups.
+fn join_run(args: &ChildArgs) -> Result<(), (Stage, i32)> {
+    let join = &args.join;
+    if args.join_by_procs.load(Ordering::Relaxed) && join.cgroup_procs >= 0 {
+        write_zero(join.cgroup_procs)?;
+    }
+    for &fd in &join.procs {
+        if fd >= 0 {
+            write_zero(fd)?;
+        }
+    }
+    for &(resource, value) in &join.rlimits {
+        if resource >= 0 {
+            set_rlimit(resource, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes "0" (this process) into an open `cgroup.procs`.
+fn write_zero(fd: c_int) -> Result<(), (Stage, i32)> {
+    let zero = b"0";
+    // Safety: writes one byte from a static buffer to a descriptor the parent
+    // keeps open until this child has exec'd.
+    let ret = unsafe {
+        sys::call(
+            libc::SYS_write,
+            [fd as c_long, zero.as_ptr() as c_long, 1, 0, 0, 0],
+        )
+    };
+    check(ret, Stage::Contain).map(|_| ())
+}
+
+/// Sets `resource`'s soft and hard limit of this process to `value`.
+fn set_rlimit(resource: c_int, value: u64) -> Result<(), (Stage, i32)> {
+    let limit = [value, value];
+    // Safety: prlimit64 on this process (pid 0) reads the two words of
+    // `limit` and writes nothing (null old-limit pointer).
+    let ret = unsafe {
+        sys::call(
+            libc::SYS_prlimit64,
+            [
+                0,
+                resource as c_long,
+                limit.as_ptr() as c_long,
+                std::ptr::null_mut::<c_void>() as c_long,
+                0,
+                0,
+            ],
+        )
+    };
+    check(ret, Stage::Limits).map(|_| ())
 }
 
 /// Resets the dispositions of the signals in `mask` to SIG_DFL, then empties the

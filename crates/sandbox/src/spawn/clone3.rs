@@ -19,7 +19,14 @@ use libc::{c_int, c_long, c_void};
 /// `CLONE_CLEAR_SIGHAND` (Linux 5.5): not in every libc release.
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
-/// The first version of `struct clone_args` (64 bytes), all this needs.
+/// `CLONE_INTO_CGROUP` (Linux 5.7).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// Size of the first version of `struct clone_args`.
+const CLONE_ARGS_SIZE_VER0: usize = 64;
+
+/// `struct clone_args` up to `cgroup` (version 2, 88 bytes); the first 64
+/// bytes are version 0, which is what is passed when no cgroup is asked for
+/// (so kernels before 5.7 take it too).
 #[repr(C)]
 struct CloneArgs {
     flags: u64,
@@ -30,6 +37,18 @@ struct CloneArgs {
     stack: u64,
     stack_size: u64,
     tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// What a spawn adds to the plain clone: namespaces and a cgroup.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Extra {
+    /// `CLONE_NEW*` flags.
+    pub(crate) flags: u64,
+    /// A cgroup v2 directory descriptor to start the child in.
+    pub(crate) cgroup: Option<i32>,
 }
 
 /// Set once `clone3` was refused: every later spawn goes straight to `clone`.
@@ -109,21 +128,31 @@ pub(crate) enum Mode<'a> {
 /// thread's thread-local storage (`errno` included).
 pub(crate) unsafe fn clone3(
     mode: Mode<'_>,
+    extra: Extra,
     child: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
     stack: *mut c_void,
     stack_size: usize,
     pidfd: &mut c_int,
 ) -> Outcome {
-    let (extra, child_tid) = match mode {
+    let (wait, child_tid) = match mode {
         Mode::Vfork => (libc::CLONE_VFORK as u64, 0),
         Mode::Detached { in_use } => (libc::CLONE_CHILD_CLEARTID as u64, in_use.as_ptr() as u64),
     };
     if REFUSED.load(Ordering::Relaxed) {
         return Outcome::Unavailable;
     }
+    let into_cgroup = if extra.cgroup.is_some() {
+        CLONE_INTO_CGROUP
+    } else {
+        0
+    };
     let args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_PIDFD) as u64 | CLONE_CLEAR_SIGHAND | extra,
+        flags: (libc::CLONE_VM | libc::CLONE_PIDFD) as u64
+            | CLONE_CLEAR_SIGHAND
+            | wait
+            | extra.flags
+            | into_cgroup,
         pidfd: pidfd as *mut c_int as u64,
         child_tid,
         parent_tid: 0,
@@ -133,13 +162,25 @@ pub(crate) unsafe fn clone3(
         stack: stack as u64,
         stack_size: stack_size as u64,
         tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: extra.cgroup.map_or(0, |fd| fd as u64),
     };
-    // Safety: forwarded to the caller's contract.
-    let ret = unsafe { raw_clone3(&args, child, arg) };
+    let size = if extra.cgroup.is_some() {
+        std::mem::size_of::<CloneArgs>()
+    } else {
+        CLONE_ARGS_SIZE_VER0
+    };
+    // Safety: forwarded to the caller's contract; `size` never exceeds `args`.
+    let ret = unsafe { raw_clone3(&args, size, child, arg) };
     if ret >= 0 {
         return Outcome::Started(ret as i32);
     }
     let errno = -ret as i32;
+    // A refusal of a namespace or a cgroup says nothing about `clone3` itself.
+    if extra.flags != 0 || extra.cgroup.is_some() {
+        return Outcome::Failed(errno);
+    }
     match errno {
         libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EPERM => {
             REFUSED.store(true, Ordering::Relaxed);
@@ -162,6 +203,7 @@ pub(crate) fn available() -> bool {
 #[cfg(target_arch = "x86_64")]
 unsafe fn raw_clone3(
     args: &CloneArgs,
+    size: usize,
     child: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
 ) -> c_long {
@@ -183,7 +225,7 @@ unsafe fn raw_clone3(
             "2:",
             inlateout("rax") libc::SYS_clone3 => ret,
             in("rdi") args as *const CloneArgs,
-            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("rsi") size,
             in("r12") arg,
             in("r13") child,
             lateout("rcx") _,
@@ -201,6 +243,7 @@ unsafe fn raw_clone3(
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn raw_clone3(
     _args: &CloneArgs,
+    _size: usize,
     _child: extern "C" fn(*mut c_void) -> c_int,
     _arg: *mut c_void,
 ) -> c_long {

@@ -78,6 +78,7 @@ impl Launch {
             output,
             spec.confinement,
             fprog.as_deref(),
+            &spec.join,
         );
         Ok(Box::new(Launch {
             args,

@@ -58,6 +58,7 @@ pub fn start_with(
         cwd: &cwd_c,
         output: w.as_fd(),
         confinement,
+        join: Default::default(),
     };
     let child = spawn_fn(&spec)?;
     drop(w);

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use toolsrv_sandbox::confine::Confinement;
+use toolsrv_sandbox::contain::Containment;
 use toolsrv_sandbox::policy::{Policy, PolicyStore};
 use toolsrv_sandbox::rules::ResolvedRules;
 use toolsrv_sandbox::validate::{RateLimiter, Validator};
@@ -48,6 +49,8 @@ pub struct Executor {
     pub tracked: Arc<Tracked>,
     /// Kills tool process groups if toolsrv dies.
     watchdog: Option<Arc<Watchdog>>,
+    /// The kernel groups that hold each run, and their limits.
+    pub containment: Arc<Containment>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
     /// Confinements by the rules they enforce (a re-resolved but equal set of
     /// rules reuses its ruleset).
@@ -71,12 +74,14 @@ impl Executor {
         policy: PolicyStore,
         abi_limit: Option<i32>,
         watchdog: Option<Arc<Watchdog>>,
+        containment: Arc<Containment>,
     ) -> std::io::Result<Executor> {
         let tracked = Arc::new(Tracked::default());
         Ok(Executor {
             spawner: Spawner::new(tracked.clone(), watchdog.clone()),
             tracked,
             watchdog,
+            containment,
             policy,
             rate: RateLimiter::new(),
             own_env: std::env::vars().collect(),

@@ -47,6 +47,8 @@ pub struct Prepared {
     pub timeout: Duration,
     /// The confinement (`None` under `--yolo`).
     pub confinement: Option<Arc<Confinement>>,
+    /// The run's limits: the policy's, tightened by the tool's.
+    pub limits: toolsrv_protocol::Limits,
 }
 
 impl Prepared {
@@ -184,7 +186,9 @@ impl Executor {
             .timeout
             .or(tool.timeout)
             .unwrap_or(server.config.default_timeout);
+        let limits = policy.limits.tightened_by(&tool.limits);
         Ok(Prepared {
+            limits,
             program: inv.program,
             argv: inv.argv,
             display: inv.display,

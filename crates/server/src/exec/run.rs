@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use toolsrv_protocol::ProcState;
+use toolsrv_protocol::{limit_reached_line, LimitName};
+use toolsrv_sandbox::contain::Run;
 use toolsrv_sandbox::spawn::{Child, ExitStatus};
 
 use super::spawner::Job;
@@ -77,6 +79,25 @@ enum End {
     Exited,
     Stopped,
     TimedOut,
+    /// The run used up its CPU time (`limits.cpu`).
+    CpuSpent,
+}
+
+/// How often a run with a CPU limit has its CPU time read.
+const CPU_POLL: Duration = Duration::from_millis(100);
+
+/// Resolves once `run` has used `limit` of CPU time (never where the host
+/// cannot tell, or without a limit).
+async fn cpu_spent(run: &mut Run, limit: Duration) {
+    if limit.is_zero() || run.cpu_used().is_none() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(CPU_POLL).await;
+        if run.cpu_used().is_some_and(|used| used >= limit) {
+            return;
+        }
+    }
 }
 
 impl Executor {
@@ -113,6 +134,13 @@ impl Executor {
     ) -> Result<(ProcState, i32), String> {
         let (program, argv, envp, cwd) = prep.c_strings().map_err(|r| r.0)?;
         let (rd, wr) = pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
+        let mut run = self
+            .containment
+            .run(prep.limits)
+            .map_err(|e| format!("cannot make the run's group: {e}"))?;
+        let join = run
+            .join()
+            .map_err(|e| format!("cannot open the run's group: {e}"))?;
         let job = Job {
             program,
             argv,
@@ -120,8 +148,10 @@ impl Executor {
             cwd,
             output: wr,
             confinement: prep.confinement.clone(),
+            join,
         };
         let mut child = self.spawner.spawn(job)?;
+        run.started(child.pid());
         if let Some(sig) = proc.started(child.pid()) {
             let _ = child.signal_group(sig);
         }
@@ -147,22 +177,29 @@ impl Executor {
             unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) }
                 .map_err(|e| {
                     let e = std::io::Error::from(e);
+                    run.kill();
                     self.abandon(&mut child, format!("cannot watch the process: {e}"))
                 })?;
         // The output is pumped by this task, alongside every wait below (no
         // task of its own: the tool's exit and its pipe's end of file then
         // wake one task, once).
         let mut pump = Pump::new(pump(rd, proc));
+        let cpu_limit = prep.limits.cpu;
         let end = pump
             .alongside(async {
                 tokio::select! {
                     _ = exited(&pidfd) => End::Exited,
                     _ = proc.stop.cancelled() => End::Stopped,
                     _ = tokio::time::sleep(prep.timeout) => End::TimedOut,
+                    _ = cpu_spent(&mut run, cpu_limit) => End::CpuSpent,
                 }
             })
             .await;
-        if !matches!(end, End::Exited) {
+        if matches!(end, End::CpuSpent) {
+            run.kill();
+            let _ = child.signal_group(libc::SIGKILL);
+            pump.alongside(exited(&pidfd)).await;
+        } else if !matches!(end, End::Exited) {
             let _ = child.signal_group(libc::SIGTERM);
             if pump
                 .alongside(tokio::time::timeout(KILL_GRACE, exited(&pidfd)))
@@ -174,14 +211,19 @@ impl Executor {
             }
         }
         // The tool has exited (not yet reaped). Give descendants that still hold
-        // the output pipe a moment, then kill whatever is left of the group.
+        // the output pipe a moment, then kill whatever is left of the run:
+        // its whole group, however its processes detached.
         if !pump.finish_within(DRAIN_GRACE).await {
+            run.kill();
             let _ = child.signal_group(libc::SIGKILL);
             // Whatever is still unread after that is dropped with the pump.
             pump.finish_within(Duration::from_secs(1)).await;
         } else {
+            run.kill();
             let _ = child.signal_group(libc::SIGKILL);
         }
+        let limits = *run.limits();
+        let mut hits = run.finish().hits;
         let status = child
             .try_wait()
             .ok()
@@ -193,12 +235,37 @@ impl Executor {
         if let Some(e) = child.setup_error() {
             return Err(e.to_string());
         }
-        Ok(match (end, status) {
+        if matches!(end, End::CpuSpent) {
+            hits.push(LimitName::Cpu);
+        }
+        match status {
+            ExitStatus::Signal(libc::SIGXCPU) => hits.push(LimitName::Cpu),
+            ExitStatus::Signal(libc::SIGXFSZ) => hits.push(LimitName::FileSize),
+            _ => {}
+        }
+        hits.dedup();
+        let outcome = match (end, status) {
             (End::TimedOut, s) => (ProcState::Timeout, s.code()),
             (End::Stopped, s) => (ProcState::Cancelled, s.code()),
+            (End::CpuSpent, s) => (ProcState::Killed, s.code()),
             (End::Exited, ExitStatus::Code(c)) => (ProcState::Exited, c),
             (End::Exited, s @ ExitStatus::Signal(_)) => (ProcState::Killed, s.code()),
-        })
+        };
+        if !hits.is_empty() {
+            let lines: Vec<String> = hits
+                .iter()
+                .map(|h| limit_reached_line(&limits, *h))
+                .collect();
+            tracing::info!(pid = proc.pid, limits = %lines.join(" "), "run reached a limit");
+            if proc.spec.background {
+                // `out` readers see it too (a sync call's result gets it appended).
+                for l in &lines {
+                    proc.output.push(format!("\n{l}\n").as_bytes());
+                }
+            }
+            proc.set_limits_reached(lines);
+        }
+        Ok(outcome)
     }
 
     /// Kill and reap a child we cannot watch; returns `msg`.

@@ -34,6 +34,8 @@ pub struct Job {
     pub output: OwnedFd,
     /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
     pub confinement: Option<Arc<Confinement>>,
+    /// How the child joins its run's group and takes its limits.
+    pub join: toolsrv_sandbox::spawn::Join,
 }
 
 /// Starts tools and keeps the books on them.
@@ -61,6 +63,7 @@ impl Spawner {
             cwd: &job.cwd,
             output: std::os::fd::AsFd::as_fd(&job.output),
             confinement: job.confinement.as_deref(),
+            join: job.join,
         };
         let child = self
             .tracked

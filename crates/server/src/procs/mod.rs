@@ -44,6 +44,8 @@ struct Mutable {
     os_pid: Option<i32>,
     /// A signal asked for before the tool was spawned: delivered once it is.
     pending_signal: Option<i32>,
+    /// `[toolsrv: limit reached: ...]` lines, set when the run ended.
+    limits_reached: Vec<String>,
 }
 
 /// One process: a tool run, from request to dismissal.
@@ -113,6 +115,16 @@ impl Proc {
         }
         self.output.finish();
         self.ended.send_replace(true);
+    }
+
+    /// Record the limits the run reached (before [`Proc::finish`]).
+    pub fn set_limits_reached(&self, lines: Vec<String>) {
+        self.lock().limits_reached = lines;
+    }
+
+    /// The `[toolsrv: limit reached: ...]` lines of the run (empty when none).
+    pub fn limits_reached(&self) -> Vec<String> {
+        self.lock().limits_reached.clone()
     }
 
     /// Whether it has ended.
@@ -242,6 +254,7 @@ impl ProcTable {
                 ended: None,
                 os_pid: None,
                 pending_signal: None,
+                limits_reached: Vec::new(),
             }),
             output: Output::new(self.max_output),
             stop: parent.map_or_else(CancellationToken::new, |p| p.child_token()),

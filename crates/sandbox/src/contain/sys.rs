@@ -1,0 +1,30 @@
+//! The few raw system calls of containment, each behind a typed wrapper.
+
+/// Sends `sig` to process `pid`; a process that is already gone is no error.
+pub(crate) fn kill(pid: i32, sig: i32) {
+    if pid <= 0 {
+        return;
+    }
+    // Safety: kill(2) takes no pointers.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Whether process `pid` exists (it may be a zombie).
+pub(crate) fn alive(pid: i32) -> bool {
+    // Safety: kill(2) with signal 0 only checks; no pointers.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// This process's pid.
+pub(crate) fn getpid() -> i32 {
+    // Safety: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+/// Whether this process may create a PID namespace without a user namespace
+/// (it holds CAP_SYS_ADMIN): effective uid 0 is the usual case.
+pub(crate) fn is_root() -> bool {
+    // Safety: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
