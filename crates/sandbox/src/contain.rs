@@ -115,16 +115,21 @@ struct RunGroup {
     /// `cgroup.kill` of that group is killed at birth: the kernel compares
     /// the kill sequence of the parent's group with the new one's.)
     killed: bool,
+    /// When its last run ended.
+    returned: Instant,
 }
 
 impl Containment {
     /// Detects the mechanism, makes this server's instance groups and removes
     /// those of dead servers. Never fails: the weakest outcome is
     /// [`Mechanism::None`], which [`Containment::summary`] says.
-    pub fn start() -> Containment {
-        let force = std::env::var(FORCE_ENV).unwrap_or_default();
+    ///
+    /// `force` is the value of [`FORCE_ENV`], if set (the caller reads it: the
+    /// server scrubs `TOOLSRV_*` from its environment at startup).
+    pub fn start(force: Option<&str>) -> Containment {
+        let force = force.unwrap_or_default();
         let mut notes = Vec::new();
-        match force.as_str() {
+        match force {
             "" | "auto" | "cgroup" => {
                 if let Some(cg) = Cgroups::start(&mut notes) {
                     let summary = cg.describe();
@@ -213,6 +218,52 @@ impl Containment {
             limits,
             leader: 0,
         })
+    }
+
+    /// Upkeep, about once a second: removes the groups of killed runs once they
+    /// are empty, makes drained groups reusable, and removes pooled groups no
+    /// run needed for `idle_for` (so a burst of runs does not keep its groups
+    /// and their descriptors for the server's life).
+    pub fn collect(&self, idle_for: Duration) {
+        let Some(cg) = &self.cgroups else {
+            return;
+        };
+        let mut gone = Vec::new();
+        {
+            let mut pool = cg.lock();
+            let Pool {
+                idle,
+                draining,
+                retiring,
+            } = &mut *pool;
+            let mut i = 0;
+            while i < retiring.len() {
+                if retiring[i].is_empty() {
+                    gone.push(retiring.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            let mut i = 0;
+            while i < draining.len() {
+                if draining[i].is_empty() {
+                    idle.push(draining.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            let mut i = 0;
+            while i < idle.len() {
+                if idle[i].returned.elapsed() >= idle_for {
+                    gone.push(idle.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for g in gone {
+            g.remove();
+        }
     }
 
     /// Kills every process of every run and removes every group this server
@@ -370,6 +421,7 @@ impl Cgroups {
             pids_refused: 0,
             oom_kills: 0,
             killed: false,
+            returned: Instant::now(),
         };
         g.v2 = mk(&self.v2)?;
         g.pids = match mk(&self.pids) {
@@ -384,6 +436,7 @@ impl Cgroups {
 
     /// Back to the pool once its run ended (after [`RunGroup::kill`]).
     fn give_back(&self, mut g: RunGroup) {
+        g.returned = Instant::now();
         let mut pool = self.lock();
         if g.killed {
             if g.is_empty() {
@@ -694,6 +747,8 @@ impl Run {
         }
         if self.limits.cpu > Duration::ZERO {
             let secs = self.limits.cpu.as_secs() + u64::from(self.limits.cpu.subsec_nanos() > 0);
+            // Soft limit first (SIGXCPU, which the server reports), the hard
+            // one (SIGKILL) a second later for a tool that ignores it.
             rl.push((libc::RLIMIT_CPU as i32, secs.max(1)));
         }
         if self.limits.processes > 0 && !cgroup_processes && !sys::is_root() {

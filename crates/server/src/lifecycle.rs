@@ -12,6 +12,9 @@ use crate::server::Server;
 /// How often, at most, zombies re-parented to us are looked for.
 const ORPHAN_SCAN_PERIOD: Duration = Duration::from_millis(100);
 
+/// How long a pooled run group may go unused before it is removed.
+const GROUP_IDLE: Duration = Duration::from_secs(5);
+
 /// How long shutdown waits for killed tools to be reaped.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -140,6 +143,18 @@ impl Server {
                 );
             }
             orphans_alive = scan.alive > 0;
+        }
+    }
+
+    /// Containment upkeep: every second, remove the groups of killed runs once
+    /// empty and the pooled groups idle for [`GROUP_IDLE`].
+    pub async fn contain_upkeep(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            self.executor.containment.collect(GROUP_IDLE);
         }
     }
 

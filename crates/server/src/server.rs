@@ -254,6 +254,7 @@ impl Server {
         let root: Node = crate::namespace::spec(&self);
         tokio::spawn(self.clone().collect_garbage(shutdown.clone()));
         tokio::spawn(self.clone().reap_orphans(shutdown.clone()));
+        tokio::spawn(self.clone().contain_upkeep(shutdown.clone()));
         if let Some(idle) = self.config.idle_timeout {
             tokio::spawn(self.clone().idle_monitor(idle, shutdown.clone()));
         }

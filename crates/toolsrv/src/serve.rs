@@ -54,6 +54,7 @@ fn scrub_environment() {
 
 /// Run the daemon; configuration errors found at startup exit 1.
 pub fn main(args: ServeArgs) -> ExitCode {
+    let force_containment = std::env::var(toolsrv_sandbox::contain::FORCE_ENV).ok();
     scrub_environment();
     let config = match resolve(args) {
         Ok(c) => c,
@@ -69,7 +70,7 @@ pub fn main(args: ServeArgs) -> ExitCode {
     // Before any thread exists: make this server's groups (and remove those of
     // dead servers), fork the watchdog that tears them down if the server dies,
     // and become the subreaper of everything our tools start.
-    let containment = Arc::new(Containment::start());
+    let containment = Arc::new(Containment::start(force_containment.as_deref()));
     let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {

@@ -753,12 +753,14 @@ fn a_tool_that_daemonizes_cannot_approve_under_no_auth() {
         sh_quote(&out.display().to_string()),
         sh_quote(&done.display().to_string()),
     );
-    // The tool waits until the grandchild runs in its own session: the tool's
-    // process group is killed when the tool exits.
+    // The grandchild is orphaned at once (the subshell that started it
+    // exits) and runs in a session of its own; the tool waits for it to finish,
+    // since everything of a run dies when the run ends.
+    let _ = &started;
     let cmd = format!(
-        "setsid sh -c {} < /dev/null > /dev/null 2>&1 & while [ ! -e {} ]; do sleep 0.05; done",
+        "( setsid sh -c {} < /dev/null > /dev/null 2>&1 & ) ; while [ ! -e {} ]; do sleep 0.05; done",
         sh_quote(&inner),
-        sh_quote(&started.display().to_string()),
+        sh_quote(&done.display().to_string()),
     );
     let (is_error, text) = result_text(&call(&mut a, &shell(&cmd, &[])));
     assert!(!is_error, "{text}");
@@ -878,10 +880,13 @@ fn run_selfapprove(srv: &Server, a: &mut Raw, mode: &str, id: &str) -> String {
         std::fs::copy(selfapprove(), &exe).expect("copy selfapprove");
     }
     let out = srv.dir.path().join(format!("selfapprove-{mode}.out"));
+    // The tool waits for the report: everything of a run dies when it ends,
+    // and a handed-off connection must be tried while the run lasts.
     let cmd = format!(
-        "{} {mode} {} {id} {} < /dev/null > /dev/null 2>&1",
+        "{} {mode} {} {id} {} < /dev/null > /dev/null 2>&1; while [ ! -e {} ]; do sleep 0.05; done",
         sh_quote(&exe.display().to_string()),
         sh_quote(&srv.socket.display().to_string()),
+        sh_quote(&out.display().to_string()),
         sh_quote(&out.display().to_string()),
     );
     let (is_error, text) = result_text(&call(a, &shell(&cmd, &[])));

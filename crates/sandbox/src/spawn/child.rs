@@ -321,9 +321,16 @@ fn write_zero(fd: c_int) -> Result<(), (Stage, i32)> {
     check(ret, Stage::Contain).map(|_| ())
 }
 
-/// Sets `resource`'s soft and hard limit of this process to `value`.
+/// Sets `resource`'s soft and hard limit of this process to `value` (the hard
+/// limit of CPU time one second later: the soft one sends SIGXCPU, which says
+/// why the tool died; the hard one kills a tool that ignores it).
 fn set_rlimit(resource: c_int, value: u64) -> Result<(), (Stage, i32)> {
-    let limit = [value, value];
+    let hard = if resource == libc::RLIMIT_CPU as c_int {
+        value.saturating_add(1)
+    } else {
+        value
+    };
+    let limit = [value, hard];
     // Safety: prlimit64 on this process (pid 0) reads the two words of
     // `limit` and writes nothing (null old-limit pointer).
     let ret = unsafe {

@@ -244,10 +244,14 @@ impl Executor {
             _ => {}
         }
         hits.dedup();
+        // A run whose process the memory limit's OOM killer took is `killed`,
+        // whatever its first process made of it (CONTRACT §12).
+        let memory_kill = hits.contains(&LimitName::Memory);
         let outcome = match (end, status) {
             (End::TimedOut, s) => (ProcState::Timeout, s.code()),
             (End::Stopped, s) => (ProcState::Cancelled, s.code()),
             (End::CpuSpent, s) => (ProcState::Killed, s.code()),
+            (End::Exited, ExitStatus::Code(c)) if memory_kill => (ProcState::Killed, c),
             (End::Exited, ExitStatus::Code(c)) => (ProcState::Exited, c),
             (End::Exited, s @ ExitStatus::Signal(_)) => (ProcState::Killed, s.code()),
         };

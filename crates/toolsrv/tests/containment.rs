@@ -1,0 +1,574 @@
+//! CONTRACT §12, first two points: every process of a run belongs to it and dies
+//! with it (however it detached), and a run's limits hold.
+//!
+//! Each test is an attack a tool can make: descendants that call `setsid`,
+//! double-fork or daemonize, a fork bomb, an allocation, a long write, a busy
+//! loop. Before containment, every one of them outlived its run or took what it
+//! wanted. These run on this project's machines (root, cgroup v1 controllers and
+//! the unified v2 hierarchy); the PID-namespace path, which a server without a
+//! writable cgroup uses, is forced with `TOOLSRV_CONTAINMENT` and tested too.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toolsrv_wire::Body;
+
+use crate::lifecycle_util::{all_dead_within, kill_pids, read_pid_file};
+use crate::procs_util::{
+    bg, call_shell, error_text, final_stat, is_cancelled_reply, load, payload, recv_tag, start_read,
+};
+use crate::util::{bin, start_server_at, wait_until, Raw, Server, WAIT};
+
+/// How long a run's leftovers may take to die (CONTRACT §12).
+const RUN_END: Duration = Duration::from_secs(3);
+/// How long they may take after the server stops or dies.
+const SERVER_END: Duration = Duration::from_secs(5);
+
+/// The built-in policy with its `limits:` block replaced by `limits`.
+fn policy_with_limits(limits: &str) -> String {
+    let default = include_str!("../../sandbox/default-sandbox.yaml");
+    let at = default
+        .find("\nlimits:")
+        .expect("the default policy has a limits block");
+    format!("{}\nlimits:\n{limits}\n", &default[..at])
+}
+
+/// A `--no-auth` server on the built-in tools with `shell` loaded for `a1`;
+/// `limits` (YAML lines under `limits:`) replaces the policy's limits, and
+/// `env` is added to the server's environment.
+fn server(limits: Option<&str>, env: &[(&str, &str)], extra: &[&str]) -> (Server, Raw) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().to_path_buf();
+    let mut args: Vec<String> = vec![
+        "--no-auth".into(),
+        "--tools".into(),
+        "/nonexistent/t".into(),
+    ];
+    if let Some(l) = limits {
+        let p = dir.path().join("sandbox.yaml");
+        std::fs::write(&p, policy_with_limits(l)).expect("write policy");
+        args.push("--sandbox".into());
+        args.push(p.display().to_string());
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let srv = start_server_at(dir, &cwd, env, &args);
+    let mut c = srv.attached();
+    load(&mut c, "a1", "shell");
+    (srv, c)
+}
+
+/// Shell text that starts three escapees, each recording its pid in
+/// `<prefix>.<kind>` in the working directory, and waits until all three did:
+/// one in a new session (`setsid`), one double-forked (its parent exits at
+/// once, so it is re-parented), one daemonized (new session, double fork,
+/// standard descriptors closed).
+fn escapees(prefix: &str) -> String {
+    let rec = |kind: &str| {
+        format!("echo $! > {prefix}.{kind}.tmp && mv {prefix}.{kind}.tmp {prefix}.{kind}")
+    };
+    format!(
+        "setsid sh -c 'sleep 300 & {setsid}' </dev/null >/dev/null 2>&1; \
+         ( sh -c 'sleep 300 & {fork}' & ) ; \
+         setsid sh -c '( exec 0<&- 1>&- 2>&-; sleep 300 & {daemon} ) &' </dev/null >/dev/null 2>&1; \
+         while [ ! -e {prefix}.setsid ] || [ ! -e {prefix}.fork ] || [ ! -e {prefix}.daemon ]; do sleep 0.02; done",
+        setsid = rec("setsid"),
+        fork = rec("fork"),
+        daemon = rec("daemon"),
+    )
+}
+
+/// The pids the escapees of `prefix` recorded in `dir`.
+fn escapee_pids(dir: &Path, prefix: &str) -> Vec<i32> {
+    ["setsid", "fork", "daemon"]
+        .iter()
+        .map(|k| read_pid_file(&dir.join(format!("{prefix}.{k}"))))
+        .collect()
+}
+
+/// Asserts that `pids` are all dead within `limit` (and kills them either way,
+/// so a failing test leaves nothing behind).
+fn assert_all_dead(pids: &[i32], limit: Duration, what: &str) {
+    let dead = all_dead_within(pids, limit);
+    let alive: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|p| !crate::procs_util::os_dead(*p))
+        .collect();
+    kill_pids(pids);
+    assert!(dead, "{what}: still alive after {limit:?}: {alive:?}");
+}
+
+fn dir_of(srv: &Server) -> PathBuf {
+    srv.dir.path().to_path_buf()
+}
+
+#[test]
+fn descendants_of_a_sync_call_die_when_it_returns_however_they_detached() {
+    let (srv, mut c) = server(None, &[], &[]);
+    let r = call_shell(&mut c, &format!("{}; echo returned", escapees("s")));
+    assert_eq!(r["isError"], false, "{r}");
+    let pids = escapee_pids(&dir_of(&srv), "s");
+    assert_all_dead(&pids, RUN_END, "escapees of a finished sync call");
+}
+
+#[test]
+fn descendants_of_a_background_call_die_with_ctl_kill() {
+    let (srv, mut c) = server(None, &[], &[]);
+    let pid = bg(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", &format!("{}; sleep 300", escapees("b"))),
+        ],
+    )
+    .expect("bg");
+    let pids = escapee_pids(&dir_of(&srv), "b");
+    c.write(&format!("proc/{pid}/ctl"), "kill")
+        .expect("ctl kill");
+    let st = final_stat(&mut c, pid);
+    assert_eq!(st["state"], "killed", "{st}");
+    assert_all_dead(&pids, RUN_END, "escapees of a killed background call");
+}
+
+#[test]
+fn descendants_of_a_cancelled_call_die_with_it() {
+    let (srv, mut c) = server(None, &[], &[]);
+    let data = payload(&[
+        ("tool", "shell"),
+        ("agent", "a1"),
+        ("command", &format!("{}; sleep 300", escapees("c"))),
+    ]);
+    let tag = start_read(&mut c, 20, "proc/new", &data);
+    let pids = escapee_pids(&dir_of(&srv), "c");
+    let ctag = c.tag();
+    c.send(ctag, Body::Tclunk { fid: 20 });
+    let reply = recv_tag(&mut c, tag, &mut Vec::new());
+    assert!(is_cancelled_reply(&reply), "{reply:?}");
+    assert_all_dead(&pids, RUN_END, "escapees of a cancelled call");
+}
+
+#[test]
+fn descendants_of_a_timed_out_call_die_with_it() {
+    let (srv, mut c) = server(None, &[], &[]);
+    let r = crate::procs_util::call(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("timeout", "2s"),
+            ("command", &format!("{}; sleep 300", escapees("t"))),
+        ],
+    );
+    assert!(error_text(&r).contains("timed out"), "{r}");
+    let pids = escapee_pids(&dir_of(&srv), "t");
+    assert_all_dead(&pids, RUN_END, "escapees of a timed-out call");
+}
+
+/// Starts a background run with escapees and returns their pids.
+fn running_escapees(srv: &Server, c: &mut Raw, prefix: &str) -> Vec<i32> {
+    bg(
+        c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", &format!("{}; sleep 300", escapees(prefix))),
+        ],
+    )
+    .expect("bg");
+    escapee_pids(&dir_of(srv), prefix)
+}
+
+#[test]
+fn descendants_die_when_the_server_is_terminated() {
+    let (mut srv, mut c) = server(None, &[], &[]);
+    let pids = running_escapees(&srv, &mut c, "term");
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(srv.pid() as i32, libc::SIGTERM) };
+    let child = srv.child.as_mut().expect("child");
+    assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
+    assert_all_dead(&pids, SERVER_END, "escapees after SIGTERM of the server");
+}
+
+#[test]
+fn descendants_die_when_the_server_is_killed() {
+    let (mut srv, mut c) = server(None, &[], &[]);
+    let pids = running_escapees(&srv, &mut c, "kill");
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(srv.pid() as i32, libc::SIGKILL) };
+    let child = srv.child.as_mut().expect("child");
+    assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
+    assert_all_dead(&pids, SERVER_END, "escapees after SIGKILL of the server");
+}
+
+/// The children of `pid` (from `/proc/<pid>/task/<pid>/children`).
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The attack of issue 13: a detached survivor of a killed server waits for
+/// the next server on the same socket, to authenticate first with a secret of
+/// its own (the first accepted secret wins) and own it. The old server *and*
+/// its watchdog are killed with SIGKILL (as `pkill -9 toolsrv` does), so only
+/// the new server's startup can stop it: the survivor must be dead before the
+/// new server accepts its first connection, and the human's client then gets
+/// in with its own secret.
+#[test]
+fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
+    // --yolo: the survivor runs the toolsrv client, which lies outside the
+    // default policy's executable paths; the attack is about surviving.
+    let (mut srv, mut c) = server(None, &[], &["--yolo"]);
+    let dir = dir_of(&srv);
+    let socket = srv.socket.clone();
+    let evil = dir.join("evil.secret");
+    std::fs::write(&evil, "evil-secret-0123456789").expect("evil secret");
+    // The survivor's loop: try the socket with its own secret until it works.
+    let attack = format!(
+        "setsid sh -c 'echo $$ > survivor.tmp && mv survivor.tmp survivor; \
+         while :; do {bin} --socket {sock} --secret-file {evil} info >/dev/null 2>&1 && touch owned; sleep 0.02; done' \
+         </dev/null >/dev/null 2>&1 & sleep 300",
+        bin = bin(),
+        sock = socket.display(),
+        evil = evil.display()
+    );
+    bg(
+        &mut c,
+        &[("tool", "shell"), ("agent", "a1"), ("command", &attack)],
+    )
+    .expect("bg");
+    let survivor = read_pid_file(&dir.join("survivor"));
+    let server_pid = srv.pid();
+    let watchdog = children_of(server_pid);
+    assert!(!watchdog.is_empty(), "the server has no watchdog child");
+    // Kill the watchdog first (it would otherwise clean up at once), then the server.
+    kill_pids(&watchdog);
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(server_pid as i32, libc::SIGKILL) };
+    let child = srv.child.as_mut().expect("child");
+    assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
+    srv.child = None;
+    // The old server took any client (--no-auth): what the survivor did
+    // against it does not count.
+    let _ = std::fs::remove_file(dir.join("owned"));
+    assert!(
+        !crate::procs_util::os_dead(survivor),
+        "the survivor died with the old server already: the attack is not set up"
+    );
+    // A new server on the same socket, with a secret (auth on).
+    let _ = std::fs::remove_file(&socket);
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let mut next = std::process::Command::new(bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .arg("--cwd")
+        .arg(&dir)
+        .arg("--tools")
+        .arg("/nonexistent/t")
+        .arg("--log")
+        .arg(dir2.path().join("server.log"))
+        .env("OLLIE_CFG_PATH", dir2.path().join("cfg"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the next server");
+    let came_up = wait_until(WAIT, || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    let survivor_dead = crate::procs_util::os_dead(survivor);
+    kill_pids(&[survivor]);
+    let owned = dir.join("owned").exists();
+    // The human's client: its own secret file, mode 0600.
+    let mine = dir2.path().join("mine.secret");
+    std::fs::write(&mine, "the-humans-secret-42").expect("secret");
+    std::fs::set_permissions(&mine, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let out = std::process::Command::new(bin())
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--secret-file")
+        .arg(&mine)
+        .arg("info")
+        .output()
+        .expect("run the client");
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(next.id() as i32, libc::SIGKILL) };
+    let _ = next.wait();
+    assert!(came_up, "the next server did not come up");
+    assert!(
+        survivor_dead,
+        "the survivor was alive when the next server accepted connections"
+    );
+    assert!(!owned, "the survivor authenticated to the next server");
+    assert!(
+        out.status.success(),
+        "the human's client was refused: {out:?}"
+    );
+}
+
+/// Processes alive now whose command line is exactly `cmdline` (NUL-separated).
+fn count_cmdline(cmdline: &[u8]) -> usize {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == cmdline))
+        .filter(|e| {
+            let pid: i32 = e
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            !crate::procs_util::os_dead(pid)
+        })
+        .count()
+}
+
+#[test]
+fn a_bounded_fork_bomb_never_has_more_processes_than_its_limit_and_leaves_none() {
+    let (_srv, mut c) = server(Some("  processes: 32"), &[], &[]);
+    // 200 sleepers; the shell itself counts too.
+    let mut o = _srv.attached();
+    let marker = b"sleep\x00313.5\x00";
+    let pid = bg(
+        &mut o,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            (
+                "command",
+                "for i in $(seq 200); do sleep 313.5 & done 2>/dev/null; touch started; sleep 2",
+            ),
+        ],
+    )
+    .expect("bg");
+    let mut most = 0;
+    let finished = wait_until(Duration::from_secs(15), || {
+        most = most.max(count_cmdline(marker));
+        crate::procs_util::stat(&mut c, pid)["state"] != "running"
+    });
+    assert!(finished, "the fork bomb did not finish");
+    let st = final_stat(&mut c, pid);
+    assert!(
+        most <= 32,
+        "{most} sleepers alive at once under processes: 32"
+    );
+    assert!(
+        most >= 20,
+        "only {most} sleepers ever ran: the test did not load the limit"
+    );
+    assert!(
+        wait_until(RUN_END, || count_cmdline(marker) == 0),
+        "sleepers left after the run: {}",
+        count_cmdline(marker)
+    );
+    let out = String::from_utf8_lossy(&o.read_file(&format!("proc/{pid}/out"))).to_string();
+    assert!(
+        out.trim_end()
+            .ends_with("[toolsrv: limit reached: processes 32]"),
+        "{out:?} ({st})"
+    );
+}
+
+#[test]
+fn a_sync_result_ends_with_the_limit_line() {
+    let (_srv, mut c) = server(Some("  processes: 8"), &[], &[]);
+    let r = call_shell(
+        &mut c,
+        "for i in $(seq 20); do sleep 1 & done 2>/dev/null; echo spawned",
+    );
+    let text = crate::procs_util::text(&r);
+    assert!(
+        text.ends_with("[toolsrv: limit reached: processes 8]"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn an_allocation_over_the_memory_limit_ends_the_run_as_killed() {
+    let (srv, mut c) = server(Some("  memory: 64MiB"), &[], &[]);
+    let r = call_shell(
+        &mut c,
+        "perl -e '$x = \"a\" x (512*1024*1024); print length($x)'",
+    );
+    let text = error_text(&r);
+    assert!(
+        text.ends_with("[toolsrv: limit reached: memory 64MiB]"),
+        "{text:?}"
+    );
+    let mut o = srv.attached();
+    let procs = crate::procs_util::list(&mut o, None);
+    assert_eq!(procs[0]["state"], "killed", "{}", procs[0]);
+    // The server is unharmed and serves the next call.
+    let r = call_shell(&mut c, "echo still here");
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "still here");
+}
+
+#[test]
+fn a_write_over_the_file_size_limit_stops_at_the_limit() {
+    let (srv, mut c) = server(Some("  file_size: 1MiB"), &[], &[]);
+    // `head` is a child of the tool's shell: it dies of SIGXFSZ (the shell
+    // says so); the server sees only the shell's exit status.
+    let r = call_shell(&mut c, "head -c 5242880 /dev/zero > big");
+    let text = error_text(&r);
+    assert!(text.contains("exit status 153"), "{text:?}");
+    // A tool whose own process writes past the limit dies of SIGXFSZ, and
+    // that the server can tell.
+    let r = call_shell(&mut c, "exec head -c 5242880 /dev/zero > big2");
+    let text = error_text(&r);
+    assert!(
+        text.ends_with("[toolsrv: limit reached: file_size 1MiB]"),
+        "{text:?}"
+    );
+    let len = std::fs::metadata(dir_of(&srv).join("big2"))
+        .expect("big2")
+        .len();
+    assert_eq!(len, 1 << 20, "the file grew past file_size");
+    let len = std::fs::metadata(dir_of(&srv).join("big"))
+        .expect("big")
+        .len();
+    assert_eq!(len, 1 << 20, "the file grew past file_size");
+}
+
+#[test]
+fn a_busy_loop_over_the_cpu_limit_is_killed() {
+    let (_srv, mut c) = server(Some("  cpu: 1s"), &[], &[]);
+    let started = std::time::Instant::now();
+    let r = call_shell(&mut c, "while :; do :; done");
+    let text = error_text(&r);
+    assert!(
+        text.ends_with("[toolsrv: limit reached: cpu 1s]"),
+        "{text:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn open_files_bounds_each_process() {
+    let (_srv, mut c) = server(Some("  open_files: 64"), &[], &[]);
+    let r = call_shell(&mut c, "ulimit -n");
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "64");
+}
+
+/// A tool whose metadata sets `limits:`; the policy allows 64 processes.
+fn limits_tool_server(tool_limits: &str) -> (Server, Raw) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).expect("tools");
+    let meta = format!(
+        "description: count what ulimit says\ncommand: \"ulimit -n\"\nlimits:\n{tool_limits}\n"
+    );
+    std::fs::write(tools.join("lim.yaml"), meta).expect("tool");
+    let p = dir.path().join("sandbox.yaml");
+    std::fs::write(&p, policy_with_limits("  processes: 64\n  open_files: 100")).expect("policy");
+    let cwd = dir.path().to_path_buf();
+    let args = [
+        "--no-auth".to_string(),
+        "--tools".into(),
+        tools.display().to_string(),
+        "--sandbox".into(),
+        p.display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let srv = start_server_at(dir, &cwd, &[], &args);
+    let mut c = srv.attached();
+    load(&mut c, "a1", "lim");
+    (srv, c)
+}
+
+#[test]
+fn a_tool_tightens_its_limits_but_never_loosens_them() {
+    let (_srv, mut c) = limits_tool_server("  open_files: 50");
+    let r = crate::procs_util::call(&mut c, &[("tool", "lim"), ("agent", "a1")]);
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "50", "tightened");
+    let (_srv, mut c) = limits_tool_server("  open_files: 5000");
+    let r = crate::procs_util::call(&mut c, &[("tool", "lim"), ("agent", "a1")]);
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "100", "not loosened");
+}
+
+#[test]
+fn a_bad_limit_in_the_policy_is_refused_with_its_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sandbox.yaml");
+    std::fs::write(&p, policy_with_limits("  memory: lots")).expect("policy");
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--listen"])
+        .arg(dir.path().join("s.sock"))
+        .arg("--sandbox")
+        .arg(&p)
+        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("invalid limit memory"), "{err}");
+}
+
+#[test]
+fn the_startup_log_names_the_mechanism() {
+    let (srv, _c) = server(None, &[], &[]);
+    let log = srv.log_text();
+    assert!(
+        log.contains("containment") && log.contains("mechanism=Cgroup"),
+        "{log}"
+    );
+}
+
+/// The PID-namespace path (a server without a writable cgroup), forced.
+#[test]
+fn in_a_pid_namespace_descendants_of_a_sync_call_die_when_it_returns() {
+    for mode in ["pidns", "userns"] {
+        let (srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", mode)], &[]);
+        assert!(
+            srv.log_text().contains("PidNamespace"),
+            "{mode}: {}",
+            srv.log_text()
+        );
+        let r = call_shell(&mut c, &format!("{}; echo $$", escapees("n")));
+        assert_eq!(r["isError"], false, "{mode}: {r}");
+        assert_eq!(
+            crate::procs_util::ok_text(&r).trim(),
+            "1",
+            "{mode}: the tool is not the first process of its namespace"
+        );
+        // The escapees recorded pids as seen inside their namespace; outside
+        // they are found as `sleep 300` in a PID namespace that is not ours.
+        assert!(
+            wait_until(RUN_END, || !any_sleeper_in_another_pid_ns()),
+            "{mode}: escapees outlived the run"
+        );
+    }
+}
+
+/// Whether any `sleep 300` runs in a PID namespace other than ours (only the
+/// runs of the PID-namespace test make such processes).
+fn any_sleeper_in_another_pid_ns() -> bool {
+    let ours = std::fs::read_link("/proc/self/ns/pid").ok();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let p = e.path();
+        std::fs::read(p.join("cmdline")).is_ok_and(|c| c == b"sleep\x00300\x00")
+            && std::fs::read_link(p.join("ns/pid")).ok() != ours
+            && e.file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+                .is_some_and(|pid| !crate::procs_util::os_dead(pid))
+    })
+}
