@@ -78,6 +78,9 @@ pub struct ServerOpts {
     pub yolo: bool,
     /// The tools directory (`--tools`); `None`: the built-in tools.
     pub tools: Option<PathBuf>,
+    /// `TOOLSRV_CONTAINMENT` for the server (`Some("none")`: runs are not put
+    /// in kernel groups, the figure before containment existed).
+    pub containment: Option<&'static str>,
 }
 
 impl ServerProcess {
@@ -121,6 +124,10 @@ impl ServerProcess {
         if let Some(t) = &opts.tools {
             cmd.arg("--tools").arg(t);
         }
+        match opts.containment {
+            Some(c) => cmd.env("TOOLSRV_CONTAINMENT", c),
+            None => cmd.env_remove("TOOLSRV_CONTAINMENT"),
+        };
         let child = cmd.spawn().map_err(|source| ServerError::Spawn {
             path: bin.to_path_buf(),
             source,

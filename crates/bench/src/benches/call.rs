@@ -34,6 +34,10 @@ const BLOCK: usize = 50;
 pub const GOAL_VS_BARE: Target = Target::AtMost(1.3);
 /// Sandboxed call vs `--yolo` call.
 pub const GOAL_SANDBOX: Target = Target::AtMost(1.15);
+/// Sandboxed call vs the same without containment (kernel groups, limits).
+pub const GOAL_CONTAINMENT: Target = Target::AtMost(1.15);
+/// Sandboxed (and contained) call vs bare fork+exec+wait.
+pub const GOAL_SANDBOXED_VS_BARE: Target = Target::AtMost(1.3);
 
 /// The two servers every `call` part runs against, sharing one tools directory.
 pub struct Servers {
@@ -43,6 +47,8 @@ pub struct Servers {
     pub yolo: ServerProcess,
     /// The default: Landlock sandbox on.
     pub sandboxed: ServerProcess,
+    /// Sandboxed, without containment (`TOOLSRV_CONTAINMENT=none`).
+    pub uncontained: ServerProcess,
 }
 
 impl Servers {
@@ -53,17 +59,20 @@ impl Servers {
             .tempdir()
             .context("cannot create the tools directory")?;
         write_bench_tools(tools.path()).context("cannot write the bench tools")?;
-        let opts = |yolo| ServerOpts {
+        let opts = |yolo, containment| ServerOpts {
             auth: true,
             yolo,
             tools: Some(tools.path().to_path_buf()),
+            containment,
         };
-        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true))?;
-        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false))?;
+        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
+        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;
+        let uncontained = ServerProcess::start_with(&ctx.bin, &opts(false, Some("none")))?;
         Ok(Servers {
             _tools: tools,
             yolo,
             sandboxed,
+            uncontained,
         })
     }
 }
@@ -107,7 +116,14 @@ pub fn run_latency(ctx: &Ctx) -> Result<()> {
             println!("{}", time_line(&k.yolo, &k.command, Some(GOAL_VS_BARE)));
             println!("{}", time_line(&k.yolo, &k.posix, None));
             println!("{}", time_line(&k.sandboxed, &k.yolo, Some(GOAL_SANDBOX)));
-            println!("{}", time_line(&k.sandboxed, &k.command, None));
+            println!(
+                "{}",
+                time_line(&k.sandboxed, &k.command, Some(GOAL_SANDBOXED_VS_BARE))
+            );
+            println!(
+                "{}",
+                time_line(&k.sandboxed, &k.uncontained, Some(GOAL_CONTAINMENT))
+            );
         }
         print_splits(&cpu0, &cpu1, 2 * (warmup + iters))?;
     }
@@ -138,6 +154,7 @@ struct Kind {
     posix: Figure,
     yolo: Figure,
     sandboxed: Figure,
+    uncontained: Figure,
 }
 
 struct Figures {
@@ -172,6 +189,7 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
     const AGENT: &str = "bench-call";
     let yolo = connect(&s.yolo, true, AGENT, TOOLS).await?;
     let sand = connect(&s.sandboxed, true, AGENT, TOOLS).await?;
+    let bare_sand = connect(&s.uncontained, true, AGENT, TOOLS).await?;
     let sh_argv: &[&str] = &["/bin/sh", "-c", "true"];
     let true_argv: &[&str] = &["/bin/true"];
     let sh_posix = PosixSpawn::new(sh_argv)?;
@@ -183,10 +201,18 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
         ("bare posix_spawn /bin/sh -c true", Op::Posix(&sh_posix)),
         ("call true_sh (--yolo)", Op::Call(&yolo, &sh_req)),
         ("call true_sh (sandboxed)", Op::Call(&sand, &sh_req)),
+        (
+            "call true_sh (sandboxed, no containment)",
+            Op::Call(&bare_sand, &sh_req),
+        ),
         ("bare Command /bin/true", Op::Command(true_argv)),
         ("bare posix_spawn /bin/true", Op::Posix(&true_posix)),
         ("call true_exec (--yolo)", Op::Call(&yolo, &exec_req)),
         ("call true_exec (sandboxed)", Op::Call(&sand, &exec_req)),
+        (
+            "call true_exec (sandboxed, no containment)",
+            Op::Call(&bare_sand, &exec_req),
+        ),
     ];
     let mut figs = interleaved(&ops, warmup, iters, BLOCK).await?.into_iter();
     let mut next = || figs.next().context("a figure is missing");
@@ -196,12 +222,14 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
             posix: next()?,
             yolo: next()?,
             sandboxed: next()?,
+            uncontained: next()?,
         },
         exec: Kind {
             command: next()?,
             posix: next()?,
             yolo: next()?,
             sandboxed: next()?,
+            uncontained: next()?,
         },
     })
 }

@@ -49,6 +49,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             auth: true,
             yolo: false,
             tools: Some(dir.path().to_path_buf()),
+            containment: None,
         },
     )?;
     for &flavour in &ctx.flavours {

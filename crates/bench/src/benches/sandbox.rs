@@ -166,6 +166,7 @@ async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
         auth: true,
         yolo: false,
         tools: Some(tools.path().to_path_buf()),
+        containment: None,
     };
     let idle = ServerProcess::start_with(&ctx.bin, &opts)?;
     let loaded = ServerProcess::start_with(&ctx.bin, &opts)?;
