@@ -157,6 +157,7 @@ impl Server {
             command: prep.display.clone(),
             cwd: prep.cwd.display().to_string(),
             env: prep.env.clone(),
+            request_env: prep.payload.env.iter().cloned().collect(),
             created: format_rfc3339_millis(std::time::SystemTime::now()),
         });
         tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");

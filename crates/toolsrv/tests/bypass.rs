@@ -20,8 +20,17 @@ use toolsrv_wire::{Body, ORDWR, OREAD};
 use crate::util::{bin, start_server_at, wait_until, Raw, Server, WAIT};
 
 /// The exact key set of a pending request (CONTRACT §8).
-const PENDING_KEYS: [&str; 9] = [
-    "agent", "command", "created", "cwd", "env", "id", "pid", "session", "tool",
+const PENDING_KEYS: [&str; 10] = [
+    "agent",
+    "command",
+    "created",
+    "cwd",
+    "env",
+    "id",
+    "pid",
+    "request_env",
+    "session",
+    "tool",
 ];
 
 /// How long a read must stay unanswered to count as blocked.
@@ -351,6 +360,16 @@ fn pending_request_has_exactly_the_contract_fields_and_the_complete_env() {
     assert_eq!(env.get("OLLIE_EXTRA").map(String::as_str), Some("x=y"));
     assert_eq!(env.get("OLLIE_AGENT_ID").map(String::as_str), Some("a1"));
     assert!(env.contains_key("PATH"), "{env:?}");
+    // `request_env`: the request's own fields and nothing else.
+    let request_env: BTreeMap<String, String> =
+        serde_json::from_value(req["request_env"].clone()).expect("request_env is a string map");
+    assert_eq!(
+        request_env,
+        BTreeMap::from([
+            ("FOO".to_string(), "bar baz".to_string()),
+            ("OLLIE_EXTRA".to_string(), "x=y".to_string()),
+        ])
+    );
 
     // The process exists already and waits.
     let st = stat(&mut a, pid_of(&req));

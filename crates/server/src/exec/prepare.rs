@@ -148,7 +148,13 @@ impl Executor {
             None | Some("default") => self.policy.current(),
             Some(name) => self.policy.profile(name)?,
         };
-        let strings: Vec<&str> = args.values().filter_map(|v| v.as_str()).collect();
+        // The request's `env.NAME` values reach the tool like string arguments
+        // (a script may `eval "$FOO"`), so they are checked like them (CONTRACT §6).
+        let strings: Vec<&str> = args
+            .values()
+            .filter_map(|v| v.as_str())
+            .chain(payload.env.iter().map(|(_, v)| v.as_str()))
+            .collect();
         if let Err(refusal) = self.validator(&policy)?.check(&inv.display, &strings) {
             self.rate.record_refusal(agent, Instant::now());
             tracing::warn!(agent, tool = %payload.tool, rule = %refusal.rule, "command refused by validation");
