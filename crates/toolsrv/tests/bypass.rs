@@ -738,8 +738,10 @@ fn no_auth_bypass_pending() -> (Server, Raw, Raw, u64, String) {
 fn under_no_auth_a_tool_is_refused_as_an_observer() {
     let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
     let client = install_client(srv.dir.path());
+    // A secret from the environment: `<socket>.secret` is out of the tool's
+    // reach, and a --no-auth server ignores the secret anyway.
     let base = format!(
-        "{} --socket {}",
+        "TOOLSRV_SECRET=unused {} --socket {}",
         sh_quote(&client.display().to_string()),
         sh_quote(&srv.socket.display().to_string())
     );
@@ -765,7 +767,7 @@ fn a_tool_that_daemonizes_cannot_approve_under_no_auth() {
     let started = srv.dir.path().join("escaped.started");
     let inner = format!(
         "touch {}; while kill -0 $PPID 2>/dev/null; do sleep 0.05; done; \
-         {} --socket {} approve {id} > {} 2>&1; touch {}",
+         TOOLSRV_SECRET=unused {} --socket {} approve {id} > {} 2>&1; touch {}",
         sh_quote(&started.display().to_string()),
         sh_quote(&client.display().to_string()),
         sh_quote(&srv.socket.display().to_string()),

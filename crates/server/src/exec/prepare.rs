@@ -172,9 +172,9 @@ impl Executor {
             let exec = exec_paths(&tool, &inv.program);
             // A reloaded policy is a new Arc, so a new key.
             let key = (Same(policy.clone()), cwd.clone(), exec.clone());
-            let rules = self
-                .rules
-                .get_or(key, || Arc::new(policy.resolve(&ctx(), &exec)));
+            let rules = self.rules.get_or(key, || {
+                Arc::new(policy.resolve_carving(&ctx(), &exec, &self.carve))
+            });
             Some(self.confinement(&rules)?)
         };
         let env = compose(EnvParts {
