@@ -480,6 +480,7 @@ pub(crate) async fn authenticate(
     if secret.is_empty() {
         return Err(ClientError::Auth("the secret is empty".into()));
     }
+    check_server_uid(conn.peer_uid())?;
     let afid = conn.alloc_fid()?;
     let body = conn
         .call(Req::body(Body::Tauth {
@@ -531,6 +532,25 @@ pub(crate) async fn authenticate(
     }
 }
 
+/// The secret goes only to a server of this user or of root (CONTRACT §10):
+/// whatever listens at a socket path of another user would collect it.
+fn check_server_uid(peer: Option<u32>) -> Result<(), ClientError> {
+    // Safety: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    match peer {
+        Some(uid) if uid == me || uid == 0 => Ok(()),
+        Some(uid) => Err(ClientError::Auth(format!(
+            "the server runs as uid {uid}, not as this user (uid {me}) nor root; \
+             refusing to send it the secret"
+        ))),
+        None => Err(ClientError::Auth(
+            "cannot tell which user the server runs as (SO_PEERCRED failed); \
+             refusing to send it the secret"
+                .into(),
+        )),
+    }
+}
+
 fn keep_first(slot: &mut Option<ClientError>, e: Option<ClientError>) {
     if slot.is_none() {
         *slot = e;
@@ -551,6 +571,18 @@ mod tests {
         check::<Client>();
         fn check_file<T: Send + Sync>() {}
         check_file::<RemoteFile>();
+    }
+
+    #[test]
+    fn the_secret_goes_only_to_this_user_or_root() {
+        // Safety: see check_server_uid.
+        let me = unsafe { libc::geteuid() };
+        assert!(check_server_uid(Some(me)).is_ok());
+        assert!(check_server_uid(Some(0)).is_ok());
+        let other = if me == 65534 { 65533 } else { 65534 };
+        let err = check_server_uid(Some(other)).expect_err("another uid");
+        assert!(err.to_string().contains(&format!("uid {other}")), "{err}");
+        assert!(check_server_uid(None).is_err());
     }
 
     #[test]

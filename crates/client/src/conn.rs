@@ -140,6 +140,8 @@ impl<'a> Req<'a> {
 /// A connection: shared by the client handle, the reader and flusher tasks.
 pub(crate) struct Conn {
     stream: UnixStream,
+    /// The server's uid (`SO_PEERCRED` at connect), if the kernel told.
+    peer_uid: Option<u32>,
     state: Mutex<State>,
     msize: u32,
     runtime: tokio::runtime::Handle,
@@ -160,9 +162,11 @@ impl Conn {
         let mut stream = UnixStream::connect(socket)
             .await
             .map_err(|e| ClientError::io(format!("cannot connect to {}", socket.display()), e))?;
+        let peer_uid = stream.peer_cred().ok().map(|c| c.uid());
         let msize = negotiate_version(&mut stream, max_msize).await?;
         let conn = Arc::new(Conn {
             stream,
+            peer_uid,
             state: Mutex::new(State {
                 tags: TagAllocator::default(),
                 fids: FidAllocator::default(),
@@ -180,6 +184,11 @@ impl Conn {
         let reader = conn.clone();
         tokio::spawn(async move { reader.read_loop().await });
         Ok(conn)
+    }
+
+    /// The uid the server process runs as (`SO_PEERCRED`), if known.
+    pub(crate) fn peer_uid(&self) -> Option<u32> {
+        self.peer_uid
     }
 
     /// The negotiated msize.

@@ -4,6 +4,12 @@
 //! of `<socket>.secret`; if none exists a new secret (32 random bytes as 64
 //! lowercase hex characters) is generated and stored in `<socket>.secret` with
 //! mode 0600. The secret itself is never logged nor put in an error message.
+//!
+//! A secret file is used only when it is owned by this process's uid and
+//! neither group nor others may read or write it: anyone who can read it can
+//! authenticate (and approve bypass requests), and anyone who can write it
+//! chooses the secret this client sends. Otherwise it is an error naming the
+//! file, its owner or mode, and the reason.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -78,6 +84,7 @@ fn read_secret_file(path: &Path) -> Result<Option<String>, ClientError> {
             ))
         }
     };
+    check_owner_and_mode(path, &file)?;
     // Read a little more than the limit so that an oversized file is detected
     // without reading an unbounded amount.
     let mut buf = Vec::new();
@@ -101,6 +108,35 @@ fn read_secret_file(path: &Path) -> Result<Option<String>, ClientError> {
         )));
     }
     Ok(Some(trimmed.to_owned()))
+}
+
+/// Refuse a secret file that another uid owns or that group or others may
+/// read or write. Checked on the opened file, so the file checked is the file
+/// read.
+fn check_owner_and_mode(path: &Path, file: &std::fs::File) -> Result<(), ClientError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file
+        .metadata()
+        .map_err(|e| ClientError::io(format!("cannot stat secret file {}", path.display()), e))?;
+    // Safety: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(ClientError::Auth(format!(
+            "secret file {} is owned by uid {}, not by this user (uid {me}); refusing to use it",
+            path.display(),
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o066 != 0 {
+        return Err(ClientError::Auth(format!(
+            "secret file {} has mode {mode:04o}: group or others may {} it; \
+             refusing to use it (chmod 600 it)",
+            path.display(),
+            if mode & 0o044 != 0 { "read" } else { "write" }
+        )));
+    }
+    Ok(())
 }
 
 /// A new secret: 32 random bytes as 64 lowercase hex characters.
@@ -162,6 +198,12 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// Write a secret file with mode 0600 (what the checks require).
+    fn write_private(path: &Path, content: &str) {
+        std::fs::write(path, content).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+
     fn tmpdir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "toolsrv-client-secret-{name}-{}-{}",
@@ -176,7 +218,7 @@ mod tests {
     fn env_var_wins_over_files() {
         let dir = tmpdir("env");
         let sock = dir.join("s");
-        std::fs::write(default_secret_path(&sock), "from-file\n").expect("write");
+        write_private(&default_secret_path(&sock), "from-file\n");
         let got = resolve_with_env(Some("from-env".into()), &sock, None).expect("resolve");
         assert_eq!(got, "from-env");
         let _ = std::fs::remove_dir_all(dir);
@@ -200,8 +242,8 @@ mod tests {
         let dir = tmpdir("explicit");
         let sock = dir.join("s");
         let file = dir.join("my.secret");
-        std::fs::write(&file, "  hunter2 \n").expect("write");
-        std::fs::write(default_secret_path(&sock), "other").expect("write");
+        write_private(&file, "  hunter2 \n");
+        write_private(&default_secret_path(&sock), "other");
         let got = resolve_with_env(None, &sock, Some(&file)).expect("resolve");
         assert_eq!(got, "hunter2");
         let _ = std::fs::remove_dir_all(dir);
@@ -219,7 +261,7 @@ mod tests {
     fn default_file_is_read() {
         let dir = tmpdir("default");
         let sock = dir.join("s");
-        std::fs::write(default_secret_path(&sock), "\tabc\n").expect("write");
+        write_private(&default_secret_path(&sock), "\tabc\n");
         assert_eq!(resolve_with_env(None, &sock, None).expect("resolve"), "abc");
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -228,10 +270,58 @@ mod tests {
     fn empty_file_is_an_error_naming_the_file() {
         let dir = tmpdir("empty");
         let sock = dir.join("s");
-        std::fs::write(default_secret_path(&sock), " \n").expect("write");
+        write_private(&default_secret_path(&sock), " \n");
         let err = resolve_with_env(None, &sock, None).expect_err("must fail");
         let msg = err.to_string();
         assert!(msg.contains("s.secret") && msg.contains("empty"), "{msg}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_secret_file_others_may_read_or_write_is_refused() {
+        let dir = tmpdir("mode");
+        let sock = dir.join("s");
+        let file = default_secret_path(&sock);
+        for (mode, verb) in [
+            (0o644, "read"),
+            (0o640, "read"),
+            (0o604, "read"),
+            (0o620, "write"),
+        ] {
+            write_private(&file, "hunter2");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let err = resolve_with_env(None, &sock, None).expect_err("must refuse");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("s.secret")
+                    && msg.contains(&format!("{mode:04o}"))
+                    && msg.contains(verb),
+                "{msg}"
+            );
+            assert!(!msg.contains("hunter2"), "{msg}");
+        }
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).expect("chmod");
+        assert_eq!(
+            resolve_with_env(None, &sock, None).expect("0400 is fine"),
+            "hunter2"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_secret_file_of_another_owner_is_refused() {
+        let dir = tmpdir("owner");
+        let file = dir.join("their.secret");
+        write_private(&file, "hunter2");
+        // Safety: plain chown(2)/geteuid(2) on a path we own.
+        let me = unsafe { libc::geteuid() };
+        let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).expect("path");
+        if me != 0 || unsafe { libc::chown(c.as_ptr(), 65534, 65534) } != 0 {
+            // Only root can give a file away; nothing to check otherwise.
+            return;
+        }
+        let err = resolve_with_env(None, &dir.join("s"), Some(&file)).expect_err("must refuse");
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -24,6 +24,10 @@ pub struct BypassRequest {
     pub cwd: String,
     /// The complete environment the tool would get.
     pub env: BTreeMap<String, String>,
+    /// Only the request's own `env.NAME` fields (a subset of `env`), so an observer sees
+    /// what the agent added.
+    #[serde(default)]
+    pub request_env: BTreeMap<String, String>,
     /// When the request was made, RFC 3339 UTC.
     pub created: String,
 }
@@ -55,12 +59,13 @@ mod tests {
             command: "sh -c 'ls'".into(),
             cwd: "/tmp".into(),
             env: BTreeMap::from([("PATH".into(), "/bin".into()), ("A".into(), "1".into())]),
+            request_env: BTreeMap::from([("A".into(), "1".into())]),
             created: "2026-11-30T10:00:00.123Z".into(),
         };
         let json = serde_json::to_string(&req).unwrap_or_default();
         assert_eq!(
             json,
-            r#"{"id":"b7","pid":9,"agent":"a1","session":"s1","tool":"shell","command":"sh -c 'ls'","cwd":"/tmp","env":{"A":"1","PATH":"/bin"},"created":"2026-11-30T10:00:00.123Z"}"#
+            r#"{"id":"b7","pid":9,"agent":"a1","session":"s1","tool":"shell","command":"sh -c 'ls'","cwd":"/tmp","env":{"A":"1","PATH":"/bin"},"request_env":{"A":"1"},"created":"2026-11-30T10:00:00.123Z"}"#
         );
         let back: Result<BypassRequest, _> = serde_json::from_str(&json);
         assert_eq!(back.ok(), Some(req.clone()));

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use toolsrv_protocol::payload::{is_reserved_env_name, unsafe_id_reason};
 use toolsrv_protocol::{
     encode_payload, escape_value, format_duration, parse_duration, parse_payload, parse_size,
     unescape_value, Payload,
@@ -24,7 +25,16 @@ fn field_value() -> impl Strategy<Value = String> {
 }
 
 fn name() -> impl Strategy<Value = String> {
-    "[A-Za-z0-9._:@-]{1,20}"
+    "[A-Za-z0-9._:@-]{1,20}".prop_filter("`.` and `..` are refused", |n| {
+        unsafe_id_reason(n).is_none()
+    })
+}
+
+/// A session value the parser accepts (CONTRACT §6).
+fn session() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of(
+        field_value().prop_filter("unsafe session", |v| unsafe_id_reason(v).is_none()),
+    )
 }
 
 fn arg_key() -> impl Strategy<Value = String> {
@@ -41,11 +51,15 @@ fn payload() -> impl Strategy<Value = Payload> {
             proptest::option::of(field_value()),
             name(),
             name(),
-            some_non_empty(),
+            session(),
             some_non_empty(),
         ),
         (
-            proptest::collection::btree_map("[A-Za-z_][A-Za-z0-9_]{0,8}", field_value(), 0..4),
+            proptest::collection::btree_map(
+                "[A-Za-z_][A-Za-z0-9_]{0,8}".prop_filter("reserved", |n| !is_reserved_env_name(n)),
+                field_value(),
+                0..4,
+            ),
             any::<bool>(),
             proptest::option::of((0u64..10_000_000, 0u32..1_000_000_000)),
             some_non_empty(),

@@ -19,6 +19,29 @@ use crate::socket;
 use toolsrv_protocol::{format_rfc3339_millis, BypassRequest, ProcState, ToolResult};
 use toolsrv_sandbox::policy::PolicyStore;
 
+/// The server's own files, which no sandbox rule may reach (CONTRACT §12):
+/// the policy file and its profiles directory (a tool that writes them widens
+/// its next sandbox), the tools directory as configured and as served (a tool
+/// that writes there changes what the next call runs), the socket (a tool
+/// that replaces it collects the next client's secret) and `<socket>.secret`.
+fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut secret = config.listen.clone().into_os_string();
+    secret.push(".secret");
+    let profiles = config
+        .sandbox
+        .parent()
+        .unwrap_or_else(|| std::path::Path::new(""))
+        .join("sandbox");
+    vec![
+        config.sandbox.clone(),
+        profiles,
+        config.tools_dir.clone(),
+        tools_dir.to_path_buf(),
+        config.listen.clone(),
+        secret.into(),
+    ]
+}
+
 /// The daemon's state: configuration, authentication, and (as later layers land)
 /// the registry, process table and bypass broker.
 pub struct Server {
@@ -78,6 +101,8 @@ impl Server {
             .map(|d| d.as_secs() as u32)
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
+        let mut executor = Executor::new(policy, config.landlock_abi_limit, watchdog, containment)?;
+        executor.set_server_files(&server_files(&config, &tools_dir), &config.cwd);
         Ok(Arc::new(Server {
             auth,
             started,
@@ -85,7 +110,7 @@ impl Server {
             user: user.into(),
             catalog: Catalog::new(tools_dir, Host::current()),
             registry: Registry::new(),
-            executor: Executor::new(policy, config.landlock_abi_limit, watchdog, containment)?,
+            executor,
             activity: crate::lifecycle::Activity::default(),
             procs: ProcTable::new(config.max_output),
             broker: Broker::default(),
@@ -159,6 +184,7 @@ impl Server {
             command: prep.display.clone(),
             cwd: prep.cwd.display().to_string(),
             env: prep.env.clone(),
+            request_env: prep.payload.env.iter().cloned().collect(),
             created: format_rfc3339_millis(std::time::SystemTime::now()),
         });
         tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");

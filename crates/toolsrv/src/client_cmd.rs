@@ -8,8 +8,11 @@ use toolsrv_client::{Auth, Client};
 use toolsrv_wire::DMDIR;
 
 use crate::cli::{Command, Global};
+use crate::output::{for_terminal, is_stdout_closed, json_for_terminal, outln, write_raw};
 
-/// Run a client subcommand; errors go to stderr with exit 1.
+/// Run a client subcommand; errors go to stderr with exit 1. A closed stdout
+/// (`toolsrv ps | head -1`) ends it quietly with exit 0: its reader has all it
+/// wanted.
 pub fn main(global: &Global, cmd: Command) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -23,8 +26,11 @@ pub fn main(global: &Global, cmd: Command) -> ExitCode {
     };
     match rt.block_on(run(global, cmd)) {
         Ok(code) => code,
+        Err(e) if is_stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("toolsrv: {e:#}");
+            use std::io::Write;
+            // Not `eprintln!`: a closed stderr must not panic either.
+            let _ = writeln!(std::io::stderr(), "toolsrv: {e:#}");
             ExitCode::from(1)
         }
     }
@@ -62,7 +68,7 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
             let data = client.transact("tools", agent.as_bytes()).await?;
             print_json(global, &data, |v| table(v, &["name", "description"]))?;
         }
-        Command::Rev { agent } => println!("{}", client.revision(&agent).await?),
+        Command::Rev { agent } => outln!("{}", client.revision(&agent).await?)?,
         Command::Load { agent, tools } => {
             client
                 .load(
@@ -105,8 +111,8 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
             print_json(global, &data, |v| {
                 format!(
                     "platform: {}\narch: {}",
-                    v["platform"].as_str().unwrap_or("?"),
-                    v["arch"].as_str().unwrap_or("?")
+                    for_terminal(v["platform"].as_str().unwrap_or("?")),
+                    for_terminal(v["arch"].as_str().unwrap_or("?"))
                 )
             })?;
         }
@@ -114,13 +120,14 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
             let path = path.unwrap_or_default();
             for st in client.list_dir(&path).await? {
                 let kind = if st.mode & DMDIR != 0 { 'd' } else { '-' };
-                println!("{kind}{} {:>8} {}", perms(st.mode), st.length, st.name);
+                let name = for_terminal(&st.name);
+                outln!("{kind}{} {:>8} {name}", perms(st.mode), st.length)?;
             }
         }
         Command::Cat { path } => {
-            use std::io::Write;
+            // The file's bytes as they are, like cat(1).
             let data = client.read_file(&path).await?;
-            std::io::stdout().write_all(&data)?;
+            write_raw(&data)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -136,7 +143,7 @@ fn table(v: &serde_json::Value, cols: &[&str]) -> String {
                     cols.iter()
                         .map(|c| match &o[*c] {
                             serde_json::Value::String(s) => {
-                                s.lines().next().unwrap_or("").to_string()
+                                for_terminal(s.lines().next().unwrap_or("")).into_owned()
                             }
                             serde_json::Value::Null => "-".to_string(),
                             other => other.to_string(),
@@ -185,14 +192,34 @@ async fn pending(client: &Client, global: &Global, follow: bool) -> Result<()> {
             }
         };
         if global.json {
-            println!("{}", serde_json::to_string(&next)?);
+            outln!("{}", json_for_terminal(&serde_json::to_string(&next)?))?;
         } else {
-            println!(
-                "{}  pid {}  agent {}  tool {}  cwd {}\n    {}",
-                next.id, next.pid, next.agent, next.tool, next.cwd, next.command
-            );
+            outln!("{}", describe_pending(&next))?;
         }
     }
+}
+
+/// A pending request for a human: what it is, the command, and the request's
+/// own `env.NAME` fields, every field escaped for the terminal (CONTRACT §8).
+fn describe_pending(r: &toolsrv_protocol::BypassRequest) -> String {
+    let t = |s: &str| for_terminal(s).into_owned();
+    let mut text = format!(
+        "{}  pid {}  agent {}  session {}  tool {}  cwd {}\n    {}",
+        t(&r.id),
+        r.pid,
+        t(&r.agent),
+        r.session.as_deref().map_or_else(|| "-".into(), t),
+        t(&r.tool),
+        t(&r.cwd),
+        t(&r.command),
+    );
+    if r.request_env.is_empty() {
+        text.push_str("\n    request env: (none)");
+    }
+    for (name, value) in &r.request_env {
+        text.push_str(&format!("\n    request env: {}={}", t(name), t(value)));
+    }
+    text
 }
 
 /// `rwxr-xr-x` from permission bits.
@@ -214,11 +241,10 @@ fn print_json(
     human: impl Fn(&serde_json::Value) -> String,
 ) -> Result<()> {
     if global.json {
-        println!("{}", String::from_utf8_lossy(data).trim_end());
-        return Ok(());
+        let text = String::from_utf8_lossy(data);
+        return outln!("{}", json_for_terminal(text.trim_end()));
     }
     let v: serde_json::Value =
         serde_json::from_slice(data).context("the server sent JSON that does not parse")?;
-    println!("{}", human(&v));
-    Ok(())
+    outln!("{}", human(&v))
 }

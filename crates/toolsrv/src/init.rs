@@ -5,14 +5,17 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
+use crate::output::{is_stdout_closed, outln};
 use crate::paths::{config_dir, expand_tilde};
 
 /// Write `<dir>/sandbox.yaml` and `<dir>/tools/*`, listing what was written.
 pub fn main(dir: Option<PathBuf>) -> ExitCode {
     match run(dir) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("toolsrv: {e:#}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "toolsrv: {e:#}");
             ExitCode::from(1)
         }
     }
@@ -33,13 +36,13 @@ fn run(dir: Option<PathBuf>) -> Result<()> {
             .with_context(|| format!("cannot write the built-in tools to {}", tools.display()))?,
     );
     if wrote.is_empty() {
-        println!(
+        outln!(
             "nothing written: every file already exists in {}",
             dir.display()
-        );
+        )?;
     }
     for p in wrote {
-        println!("wrote {}", p.display());
+        outln!("wrote {}", p.display())?;
     }
     Ok(())
 }

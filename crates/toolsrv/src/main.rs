@@ -5,11 +5,13 @@
 //! - [`client_cmd`]: the client subcommands, over the client library.
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
+//! - [`output`]: printing that survives a closed stdout; escaping for the terminal.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod cli;
 mod client_cmd;
 mod init;
+mod output;
 mod paths;
 mod proc_cmd;
 mod serve;

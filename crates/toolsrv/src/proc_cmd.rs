@@ -1,7 +1,6 @@
 //! Client commands that run and watch processes: `call`, `bg`, `ps`, `stat`,
 //! `out`, `wait`, `kill`, `dismiss`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
@@ -10,6 +9,7 @@ use toolsrv_protocol::ToolResult;
 use toolsrv_wire::OREAD;
 
 use crate::cli::{CallArgs, Global};
+use crate::output::{for_terminal, json_for_terminal, outln, write_raw};
 
 /// The request for `call`/`bg`.
 fn request(a: &CallArgs) -> Result<CallRequest> {
@@ -52,7 +52,7 @@ pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<Exit
         }
     };
     if global.json {
-        println!("{}", serde_json::to_string(&result)?);
+        outln!("{}", json_for_terminal(&serde_json::to_string(&result)?))?;
     } else {
         print_result(&result)?;
     }
@@ -64,28 +64,35 @@ pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<Exit
 }
 
 fn print_result(r: &ToolResult) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    // The tool's output as it is (like `out` and `cat`): it is what the tool
+    // printed, colours included.
+    let mut text = Vec::new();
     for c in &r.content {
         match c {
-            toolsrv_protocol::Content::Text { text } => {
-                out.write_all(text.as_bytes())?;
-                if !text.is_empty() && !text.ends_with('\n') {
-                    out.write_all(b"\n")?;
+            toolsrv_protocol::Content::Text { text: t } => {
+                text.extend_from_slice(t.as_bytes());
+                if !t.is_empty() && !t.ends_with('\n') {
+                    text.push(b'\n');
                 }
             }
             toolsrv_protocol::Content::Image { data, mime_type } => {
-                writeln!(out, "[image {mime_type}, {} bytes of base64]", data.len())?;
+                let line = format!(
+                    "[image {}, {} bytes of base64]\n",
+                    for_terminal(mime_type),
+                    data.len()
+                );
+                text.extend_from_slice(line.as_bytes());
             }
         }
     }
-    Ok(())
+    write_raw(&text)
 }
 
 /// `toolsrv bg`: start, print the pid.
 pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
     let req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
-    println!("{}", client.spawn(&req).await?);
+    outln!("{}", client.spawn(&req).await?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -93,24 +100,28 @@ pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
 pub async fn ps(client: &Client, global: &Global, agent: Option<&str>) -> Result<()> {
     let procs = client.ps(agent).await?;
     if global.json {
-        println!("{}", serde_json::to_string(&procs)?);
-        return Ok(());
+        return outln!("{}", json_for_terminal(&serde_json::to_string(&procs)?));
     }
-    println!(
+    outln!(
         "{:>6}  {:<10} {:<12} {:<17} {:>5} {:>9}  COMMAND",
-        "PID", "AGENT", "TOOL", "STATE", "EXIT", "RUNTIME"
-    );
+        "PID",
+        "AGENT",
+        "TOOL",
+        "STATE",
+        "EXIT",
+        "RUNTIME"
+    )?;
     for p in procs {
-        println!(
+        outln!(
             "{:>6}  {:<10} {:<12} {:<17} {:>5} {:>8.1}s  {}",
             p.pid,
-            p.agent,
-            p.tool,
+            for_terminal(&p.agent),
+            for_terminal(&p.tool),
             p.state.as_str(),
             p.exit_code.map_or("-".into(), |c| c.to_string()),
             p.runtime_ms as f64 / 1000.0,
-            p.command.replace('\n', "\\n"),
-        );
+            for_terminal(&p.command),
+        )?;
     }
     Ok(())
 }
@@ -118,12 +129,12 @@ pub async fn ps(client: &Client, global: &Global, agent: Option<&str>) -> Result
 /// `toolsrv stat`.
 pub async fn stat(client: &Client, global: &Global, pid: u64) -> Result<()> {
     let st = client.proc_stat(pid).await?;
-    if global.json {
-        println!("{}", serde_json::to_string(&st)?);
+    let text = if global.json {
+        serde_json::to_string(&st)?
     } else {
-        println!("{}", serde_json::to_string_pretty(&st)?);
-    }
-    Ok(())
+        serde_json::to_string_pretty(&st)?
+    };
+    outln!("{}", json_for_terminal(&text))
 }
 
 /// `toolsrv out [-f]`: the output so far; with `-f`, follow until the process ends.
@@ -131,7 +142,6 @@ pub async fn stat(client: &Client, global: &Global, pid: u64) -> Result<()> {
 /// (a read that waits longer than a moment means the end was reached; it is flushed).
 pub async fn out(client: &Client, pid: u64, follow: bool) -> Result<()> {
     let f = client.open(&format!("proc/{pid}/out"), OREAD).await?;
-    let mut stdout = std::io::stdout().lock();
     let mut offset = 0u64;
     loop {
         let read = f.read_at(offset, f.max_io());
@@ -147,8 +157,7 @@ pub async fn out(client: &Client, pid: u64, follow: bool) -> Result<()> {
             break;
         }
         offset += data.len() as u64;
-        stdout.write_all(&data)?;
-        stdout.flush()?;
+        write_raw(&data)?;
     }
     f.clunk().await?;
     Ok(())
@@ -158,7 +167,8 @@ pub async fn out(client: &Client, pid: u64, follow: bool) -> Result<()> {
 pub async fn wait(client: &Client, pid: u64) -> Result<ExitCode> {
     let data = client.read_file(&format!("proc/{pid}/wait")).await?;
     let s = String::from_utf8_lossy(&data);
-    print!("{s}");
+    write_raw(for_terminal(s.trim_end()).as_bytes())?;
+    write_raw(b"\n")?;
     let code: i32 = s.trim().parse().unwrap_or(1);
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

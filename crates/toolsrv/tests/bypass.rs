@@ -20,8 +20,17 @@ use toolsrv_wire::{Body, ORDWR, OREAD};
 use crate::util::{bin, start_server_at, wait_until, Raw, Server, WAIT};
 
 /// The exact key set of a pending request (CONTRACT §8).
-const PENDING_KEYS: [&str; 9] = [
-    "agent", "command", "created", "cwd", "env", "id", "pid", "session", "tool",
+const PENDING_KEYS: [&str; 10] = [
+    "agent",
+    "command",
+    "created",
+    "cwd",
+    "env",
+    "id",
+    "pid",
+    "request_env",
+    "session",
+    "tool",
 ];
 
 /// How long a read must stay unanswered to count as blocked.
@@ -351,6 +360,16 @@ fn pending_request_has_exactly_the_contract_fields_and_the_complete_env() {
     assert_eq!(env.get("OLLIE_EXTRA").map(String::as_str), Some("x=y"));
     assert_eq!(env.get("OLLIE_AGENT_ID").map(String::as_str), Some("a1"));
     assert!(env.contains_key("PATH"), "{env:?}");
+    // `request_env`: the request's own fields and nothing else.
+    let request_env: BTreeMap<String, String> =
+        serde_json::from_value(req["request_env"].clone()).expect("request_env is a string map");
+    assert_eq!(
+        request_env,
+        BTreeMap::from([
+            ("FOO".to_string(), "bar baz".to_string()),
+            ("OLLIE_EXTRA".to_string(), "x=y".to_string()),
+        ])
+    );
 
     // The process exists already and waits.
     let st = stat(&mut a, pid_of(&req));
@@ -719,8 +738,10 @@ fn no_auth_bypass_pending() -> (Server, Raw, Raw, u64, String) {
 fn under_no_auth_a_tool_is_refused_as_an_observer() {
     let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
     let client = install_client(srv.dir.path());
+    // A secret from the environment: `<socket>.secret` is out of the tool's
+    // reach, and a --no-auth server ignores the secret anyway.
     let base = format!(
-        "{} --socket {}",
+        "TOOLSRV_SECRET=unused {} --socket {}",
         sh_quote(&client.display().to_string()),
         sh_quote(&srv.socket.display().to_string())
     );
@@ -746,7 +767,7 @@ fn a_tool_that_daemonizes_cannot_approve_under_no_auth() {
     let started = srv.dir.path().join("escaped.started");
     let inner = format!(
         "touch {}; while kill -0 $PPID 2>/dev/null; do sleep 0.05; done; \
-         {} --socket {} approve {id} > {} 2>&1; touch {}",
+         TOOLSRV_SECRET=unused {} --socket {} approve {id} > {} 2>&1; touch {}",
         sh_quote(&started.display().to_string()),
         sh_quote(&client.display().to_string()),
         sh_quote(&srv.socket.display().to_string()),

@@ -164,10 +164,7 @@ fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
     let tools_dir = d.dir.path().join("tools");
     for field in [
         format!("socket={}", d.socket.display()),
-        format!(
-            "cwd={}",
-            d.dir.path().canonicalize().expect("cwd").display()
-        ),
+        format!("cwd={}", d.cwd().canonicalize().expect("cwd").display()),
         format!("tools={}", tools_dir.display()),
         format!("policy={}", d.dir.path().join("cfg/sandbox.yaml").display()),
         "auth=\"secret\"".to_string(),

@@ -65,10 +65,16 @@ impl Default for Opts<'_> {
 }
 
 impl Daemon {
-    /// Start `toolsrv serve` in a new temp dir (socket `toolsrv.sock`, `--cwd`
-    /// the dir, `--log server.log`) without connecting to it.
+    /// Start `toolsrv serve` in a new temp dir (socket `toolsrv.sock`,
+    /// `--log server.log`, `--cwd` its subdirectory `cwd`, see
+    /// [`Daemon::cwd`]) without connecting to it.
     pub fn spawn(o: Opts<'_>) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
+        // The cwd does not contain the socket, tools or config directory: the
+        // server carves those out of every sandbox rule (CONTRACT §12), and a
+        // cwd containing them would keep tools from creating files in it.
+        let cwd = dir.path().join("cwd");
+        std::fs::create_dir(&cwd).expect("cwd");
         let tdir = dir.path().join("tools");
         std::fs::create_dir(&tdir).expect("tools dir");
         for (name, text) in o.tools {
@@ -83,7 +89,7 @@ impl Daemon {
             .arg("--listen")
             .arg(&socket)
             .arg("--cwd")
-            .arg(dir.path())
+            .arg(&cwd)
             .arg("--log")
             .arg(&log)
             .arg("--tools")
@@ -186,9 +192,14 @@ impl Daemon {
         );
     }
 
+    /// The server's `--cwd`: `<dir>/cwd`.
+    pub fn cwd(&self) -> PathBuf {
+        self.dir.path().join("cwd")
+    }
+
     /// The pid a tool wrote to `<cwd>/<file>`, waiting for the file.
     pub fn pid_file(&self, file: &str) -> i32 {
-        read_pid_file(&self.dir.path().join(file))
+        read_pid_file(&self.cwd().join(file))
     }
 }
 

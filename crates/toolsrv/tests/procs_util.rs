@@ -41,11 +41,13 @@ pub fn write_tool(dir: &Path, name: &str, text: &str) {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod tool");
 }
 
-/// A server whose tools directory (inside its `--cwd`) holds `tools`
+/// A server whose tools directory (outside its `--cwd`: the server carves
+/// the tools directory out of every sandbox rule) holds `tools`
 /// (`(file name, text)`), started with `--tools <dir>` plus `extra`.
 pub fn tools_server(tools: &[(&str, &str)], extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
-    let tdir = dir.path().join("tools");
+    let tools_tmp = tempfile::tempdir().expect("tempdir");
+    let tdir = tools_tmp.path().join("tools");
     std::fs::create_dir(&tdir).expect("tools dir");
     for (name, text) in tools {
         write_tool(&tdir, name, text);
@@ -53,7 +55,9 @@ pub fn tools_server(tools: &[(&str, &str)], extra: &[&str]) -> Server {
     let tools_arg = tdir.to_str().expect("utf8 path").to_string();
     let mut args = vec!["--tools", tools_arg.as_str()];
     args.extend_from_slice(extra);
-    Server::start_in(dir, &args)
+    let mut srv = Server::start_in(dir, &args);
+    srv.keep.push(tools_tmp);
+    srv
 }
 
 /// A `--no-auth` server with `tools`, an attached connection, and every tool

@@ -1,8 +1,8 @@
 //! Sandbox acceptance over the socket (issue 5): the shared harness.
 //!
 //! Every case is a real tool run through `proc/new` on a real `toolsrv serve`.
-//! A [`Fixture`] owns two temp directories: the server's (its `--cwd`, socket and
-//! log) and an "outside" one that is not under the cwd and holds the tools
+//! A [`Fixture`] owns two temp directories: the server's `--cwd` (its socket and
+//! log live in a third, [`crate::util::Server::run`]) and an "outside" one that is not under the cwd and holds the tools
 //! directory, the policy file and its profiles, the `ro`/`rox`/`rw` rule
 //! directories and a secret that no rule grants.
 
@@ -327,10 +327,9 @@ pub fn parse_result(reply: &str) -> Out {
 /// Start `toolsrv serve` like [`Server::start`] but with extra environment
 /// variables (which the util helper cannot set).
 pub fn start_server(extra: &[String], env: &[(&str, &str)]) -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cwd = dir.path().to_path_buf();
+    let cwd = tempfile::tempdir().expect("tempdir");
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    crate::util::start_server_at(dir, &cwd, env, &extra)
+    crate::util::start_server_in(cwd, env, &extra)
 }
 
 /// The netprobe example binary (crates/toolsrv/examples/netprobe.rs), built once

@@ -33,10 +33,17 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 /// A running `toolsrv serve` in its own temp directory; killed on drop.
 pub struct Server {
+    /// The server's `--cwd` ([`Server::start`], [`Server::start_in`],
+    /// [`start_server_in`]), or the directory of its socket
+    /// ([`start_server_at`]).
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub child: Option<Child>,
     pub log: PathBuf,
+    /// The socket's directory when it is not `dir`.
+    pub run: Option<tempfile::TempDir>,
+    /// More directories the server uses (a tools directory outside the cwd).
+    pub keep: Vec<tempfile::TempDir>,
 }
 
 impl Server {
@@ -46,10 +53,10 @@ impl Server {
         Server::start_in(dir, extra)
     }
 
-    /// Start in a given temp dir (also the server's `--cwd`).
+    /// Start in a given temp dir (the server's `--cwd`; socket, log and
+    /// config directory in a directory of their own, see [`start_server_in`]).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
-        let cwd = dir.path().to_path_buf();
-        start_server_at(dir, &cwd, &[], extra)
+        start_server_in(dir, &[], extra)
     }
 
     /// The server's log so far.
@@ -351,6 +358,19 @@ impl Raw {
     }
 }
 
+/// Start `toolsrv serve` with `--cwd cwd` and its socket, `<socket>.secret`,
+/// log and config directory in a second temp directory ([`Server::run`]).
+/// They are kept out of the cwd because the server carves them out of every
+/// sandbox rule (CONTRACT §12): inside the cwd, tools could not create files
+/// at the cwd's top level.
+pub fn start_server_in(cwd: tempfile::TempDir, env: &[(&str, &str)], extra: &[&str]) -> Server {
+    let run = tempfile::tempdir().expect("tempdir");
+    let path = cwd.path().to_path_buf();
+    let mut s = start_server_at(run, &path, env, extra);
+    s.run = Some(std::mem::replace(&mut s.dir, cwd));
+    s
+}
+
 /// Start `toolsrv serve` with its socket (`toolsrv.sock`), log and config
 /// directory in `dir` but `--cwd cwd` (so the socket and `<socket>.secret` can
 /// lie outside the cwd), with `env` added to the server's environment.
@@ -384,6 +404,8 @@ pub fn start_server_at(
         socket,
         child: Some(child),
         log,
+        run: None,
+        keep: Vec::new(),
     };
     assert!(
         wait_until(WAIT, || UnixStream::connect(&s.socket).is_ok()),

@@ -110,6 +110,28 @@ pub enum PayloadError {
         /// The NAME part (truncated).
         name: Quoted,
     },
+    /// `env.NAME` naming a variable the server sets or one that changes how programs start.
+    #[error("environment variable {name} cannot be set by a request")]
+    ReservedEnvName {
+        /// The NAME part (truncated).
+        name: Quoted,
+    },
+    /// A `session` value that cannot be used in a path or message.
+    #[error("invalid session {value}: {reason}")]
+    InvalidSession {
+        /// The value given (truncated).
+        value: Quoted,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// An `agent` value within the agent ID alphabet that still cannot be used (`.`, `..`).
+    #[error("invalid agent ID {value}: {reason}")]
+    UnsafeAgentId {
+        /// The value given (truncated).
+        value: Quoted,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
     /// An invalid `tool` or `agent` value.
     #[error(transparent)]
     Name(#[from] NameError),

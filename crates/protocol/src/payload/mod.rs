@@ -13,7 +13,10 @@ use std::time::Duration;
 pub use args::convert_args;
 pub use error::{NameError, PayloadError, Quoted, TimeoutReason};
 pub use escape::{encode_payload, escape_value, unescape_value};
-pub use names::{is_valid_env_name, validate_agent_id, validate_tool_name, MAX_NAME_LEN};
+pub use names::{
+    is_reserved_env_name, is_valid_env_name, unsafe_id_reason, validate_agent_id,
+    validate_tool_name, MAX_NAME_LEN, RESERVED_ENV_NAMES,
+};
 pub use parse::parse_payload;
 
 use crate::duration::format_duration;
@@ -27,7 +30,8 @@ pub struct Payload {
     pub tool: String,
     /// `agent`: the agent ID (validated).
     pub agent: String,
-    /// `session`: the session ID; an empty value counts as absent.
+    /// `session`: the session ID (never empty, `.`, `..`, nor holding `/` or a control
+    /// character).
     pub session: Option<String>,
     /// `cwd`: the working directory as given; an empty value counts as absent.
     pub cwd: Option<String>,

@@ -39,6 +39,51 @@ pub fn validate_tool_name(name: &str) -> Result<(), NameError> {
     }
 }
 
+/// Environment variables a request's `env.NAME` field cannot set (CONTRACT §6): the ones the
+/// server sets itself, and the ones that change how programs start. `ARG_` and `LD_` are
+/// prefixes; the others are exact names.
+pub const RESERVED_ENV_NAMES: &[&str] = &[
+    "TOOL_ARGS",
+    "ARG_*",
+    "OLLIE_AGENT_ID",
+    "OLLIE_SESSION_ID",
+    "PWD",
+    "LD_*",
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "IFS",
+];
+
+/// True when a request may not set the environment variable `name` (see
+/// [`RESERVED_ENV_NAMES`]). Names are case-sensitive, like the variables themselves.
+pub fn is_reserved_env_name(name: &str) -> bool {
+    RESERVED_ENV_NAMES
+        .iter()
+        .any(|r| match r.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *r,
+        })
+}
+
+/// Why a `session` or `agent` value of a payload cannot be used (CONTRACT §6): these values
+/// end up in paths (`s/<session>/prompt`) and messages. `None` when it is fine.
+pub fn unsafe_id_reason(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        Some("must not be empty")
+    } else if value == "." || value == ".." {
+        Some("must not be \".\" or \"..\"")
+    } else if value.contains('/') {
+        Some("must not contain \"/\"")
+    } else if value.chars().any(char::is_control) {
+        Some("must not contain control characters")
+    } else {
+        None
+    }
+}
+
 /// True when `name` is a valid environment variable name, `[A-Za-z_][A-Za-z0-9_]*`.
 pub fn is_valid_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
@@ -87,6 +132,62 @@ mod tests {
         }
         assert_eq!(NameError::InvalidAgentId.to_string(), "invalid agent ID");
         assert_eq!(NameError::InvalidToolName.to_string(), "invalid tool name");
+    }
+
+    #[test]
+    fn reserved_env_names() {
+        for reserved in [
+            "TOOL_ARGS",
+            "ARG_COMMAND",
+            "ARG_",
+            "OLLIE_AGENT_ID",
+            "OLLIE_SESSION_ID",
+            "PWD",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "LD_AUDIT",
+            "BASH_ENV",
+            "ENV",
+            "SHELLOPTS",
+            "BASHOPTS",
+            "PS4",
+            "IFS",
+        ] {
+            assert!(is_reserved_env_name(reserved), "{reserved}");
+        }
+        for free in [
+            "FOO",
+            "PATH",
+            "HOME",
+            "ARGS",
+            "TOOL_ARGS2",
+            "arg_command",
+            "OLDPWD",
+            "ENVX",
+        ] {
+            assert!(!is_reserved_env_name(free), "{free}");
+        }
+    }
+
+    #[test]
+    fn unsafe_ids() {
+        for ok in ["s1", "a.b", "...", "sess ion", "ünï"] {
+            assert_eq!(unsafe_id_reason(ok), None, "{ok:?}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "/",
+            "../x",
+            "a\nb",
+            "a\rb",
+            "\u{1b}[2J",
+            "x\u{85}",
+        ] {
+            assert!(unsafe_id_reason(bad).is_some(), "{bad:?}");
+        }
     }
 
     #[test]

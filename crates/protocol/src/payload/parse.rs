@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use super::error::{PayloadError, Quoted, TimeoutReason};
 use super::escape::unescape_value;
-use super::names::{is_valid_env_name, validate_agent_id, validate_tool_name};
+use super::names::{
+    is_reserved_env_name, is_valid_env_name, unsafe_id_reason, validate_agent_id,
+    validate_tool_name,
+};
 use super::Payload;
 use crate::duration::parse_duration;
 
@@ -16,13 +19,15 @@ use crate::duration::parse_duration;
 /// before a `\n` belongs to the value. Values are unescaped with
 /// [`unescape_value`](super::unescape_value). Reserved keys fill the named fields (see
 /// CONTRACT §6); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
-/// [`Payload::args`]. Empty `session`, `cwd` and `sandbox` values count as absent.
+/// [`Payload::args`]. Empty `cwd` and `sandbox` values count as absent.
 ///
 /// # Errors
 ///
 /// The first problem found, in line order: invalid UTF-8, a line without `=`, an empty key, a
-/// duplicate key, an invalid `tool`/`agent`/`bypass`/`timeout` value or `env.NAME` name; then a
-/// missing `tool`, then a missing `agent`.
+/// duplicate key, an invalid `tool`/`agent`/`session`/`bypass`/`timeout` value (a `session` or
+/// `agent` that is empty, `.`, `..`, or holds `/` or a control character), an invalid
+/// `env.NAME` name or a reserved one ([`RESERVED_ENV_NAMES`](super::RESERVED_ENV_NAMES)); then
+/// a missing `tool`, then a missing `agent`.
 pub fn parse_payload(bytes: &[u8]) -> Result<Payload, PayloadError> {
     let text = std::str::from_utf8(bytes).map_err(|e| PayloadError::NotUtf8 {
         offset: e.valid_up_to(),
@@ -56,15 +61,34 @@ pub fn parse_payload(bytes: &[u8]) -> Result<Payload, PayloadError> {
             }
             "agent" => {
                 validate_agent_id(&value)?;
+                if let Some(reason) = unsafe_id_reason(&value) {
+                    return Err(PayloadError::UnsafeAgentId {
+                        value: Quoted::new(&value),
+                        reason,
+                    });
+                }
                 payload.agent = value;
                 have_agent = true;
             }
-            "session" => payload.session = non_empty(value),
+            "session" => {
+                if let Some(reason) = unsafe_id_reason(&value) {
+                    return Err(PayloadError::InvalidSession {
+                        value: Quoted::new(&value),
+                        reason,
+                    });
+                }
+                payload.session = Some(value);
+            }
             "cwd" => payload.cwd = non_empty(value),
             "sandbox" => payload.sandbox = non_empty(value),
             "bypass" => payload.bypass = parse_bypass(&value)?,
             "timeout" => payload.timeout = Some(parse_timeout(&value)?),
             _ => match key.strip_prefix("env.") {
+                Some(name) if is_reserved_env_name(name) => {
+                    return Err(PayloadError::ReservedEnvName {
+                        name: Quoted::new(name),
+                    })
+                }
                 Some(name) if is_valid_env_name(name) => payload.env.push((name.to_owned(), value)),
                 Some(name) => {
                     return Err(PayloadError::InvalidEnvName {
@@ -168,7 +192,7 @@ mod tests {
                 ..Payload::default()
             })
         );
-        let p = parse("tool=t\nagent=a\nsession=\ncwd=\nsandbox=\nbypass=false\ntoken=");
+        let p = parse("tool=t\nagent=a\ncwd=\nsandbox=\nbypass=false\ntoken=");
         assert_eq!(
             p,
             Ok(Payload {
@@ -304,6 +328,61 @@ mod tests {
         assert_eq!(
             parse("tool=t\nagent=a\nenv=1").map(|p| p.args),
             Ok(vec![("env".into(), "1".into())])
+        );
+    }
+
+    #[test]
+    fn refuses_reserved_env_names() {
+        for name in [
+            "ARG_COMMAND",
+            "TOOL_ARGS",
+            "LD_PRELOAD",
+            "BASH_ENV",
+            "ENV",
+            "PWD",
+            "OLLIE_AGENT_ID",
+            "IFS",
+        ] {
+            assert_eq!(
+                err(&format!("tool=t\nagent=a\nenv.{name}=x")),
+                format!("environment variable \"{name}\" cannot be set by a request")
+            );
+        }
+        assert_eq!(
+            parse("tool=t\nagent=a\nenv.ARGS=1").map(|p| p.env),
+            Ok(vec![("ARGS".into(), "1".into())])
+        );
+    }
+
+    #[test]
+    fn refuses_session_and_agent_values_unsafe_in_paths() {
+        assert_eq!(
+            err("tool=t\nagent=a\nsession=.."),
+            r#"invalid session "..": must not be "." or "..""#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\nsession=x/../y"),
+            r#"invalid session "x/../y": must not contain "/""#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\nsession="),
+            r#"invalid session "": must not be empty"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=a\nsession=a\r"),
+            r#"invalid session "a\r": must not contain control characters"#
+        );
+        assert_eq!(
+            err("tool=t\nagent=.."),
+            r#"invalid agent ID "..": must not be "." or "..""#
+        );
+        assert_eq!(
+            err("tool=t\nagent=."),
+            r#"invalid agent ID ".": must not be "." or "..""#
+        );
+        assert_eq!(
+            parse("tool=t\nagent=a.b\nsession=s.1").map(|p| p.session),
+            Ok(Some("s.1".into()))
         );
     }
 

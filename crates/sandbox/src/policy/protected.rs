@@ -1,14 +1,27 @@
-//! Credential files that a rule on a whole directory never grants.
+//! Paths that a rule on a whole directory never grants.
 //!
 //! Landlock only allows: a rule on `/etc` covers `/etc/shadow`, and a server
 //! running as root would let its tools read it. So the resolver *carves* these
-//! files out of every directory rule that contains them: the directory keeps a
-//! list-only rule, and each of its entries except the protected one gets the
-//! directory's rule, recursively down to the protected file. A rule that names
-//! a protected path itself (or something inside it) is kept: listing the file
+//! paths out of every rule whose directory contains them: the directory keeps
+//! a list-only rule, and each of its entries except the protected one gets the
+//! directory's rule, recursively down to the protected path. A rule that names
+//! a protected path itself (or something inside it) is kept: listing the path
 //! is how a policy hands it to tools on purpose.
+//!
+//! Three kinds of paths are carved (CONTRACT §12):
+//! - [`PROTECTED`]: system credential files, when toolsrv itself can read them;
+//! - [`CREDENTIAL_STORES`]: the user's credential stores under `$HOME`;
+//! - the server's own files, given by the server: the policy file, its
+//!   profiles directory, the tools directory, the socket and its secret file.
+//!
+//! The last two are carved whether or not they exist: a path that does not
+//! exist yet is carved at its nearest existing ancestor, which then keeps only
+//! its list right, so that no tool can create it (a policy file that a tool
+//! creates would be loaded on the next call).
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+use super::PathContext;
 
 /// The protected paths, as patterns: `*` in the last component matches any
 /// run of characters. Credential stores that are readable by root only on
@@ -27,6 +40,115 @@ pub const PROTECTED: &[&str] = &[
     "/etc/wireguard",
     "/etc/NetworkManager/system-connections",
 ];
+
+/// The user's credential stores (policy path syntax, expanded against the
+/// server's environment): keys, tokens, passwords and session cookies that
+/// would let a tool act as the user elsewhere. Carved out of every rule,
+/// readable ones included, whether they exist or not (a tool must not plant
+/// `~/.ssh/authorized_keys` or `~/.ssh/config` either). The list is in
+/// docs/sandbox-policy.md.
+pub const CREDENTIAL_STORES: &[&str] = &[
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.netrc",
+    "~/.authinfo",
+    "~/.authinfo.gpg",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.git-credentials",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.gem/credentials",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.vault-token",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.mozilla",
+    "{XDG_CONFIG_HOME}/gh",
+    "{XDG_CONFIG_HOME}/hub",
+    "{XDG_CONFIG_HOME}/git/credentials",
+    "{XDG_CONFIG_HOME}/gcloud",
+    "{XDG_CONFIG_HOME}/op",
+    "{XDG_CONFIG_HOME}/rclone",
+    "{XDG_CONFIG_HOME}/sops",
+    "{XDG_CONFIG_HOME}/google-chrome",
+    "{XDG_CONFIG_HOME}/chromium",
+    "~/.config/gh",
+];
+
+/// Every path to carve for a resolution in `ctx`, canonical, sorted and
+/// deduplicated: the readable [`PROTECTED`] files, the
+/// [`CREDENTIAL_STORES`] of `ctx`'s `$HOME`, and `server_files` (absolute
+/// paths; relative ones are ignored). Paths that do not exist are included
+/// (see the module doc).
+pub fn carved_paths(ctx: &PathContext, server_files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = existing_protected();
+    for raw in CREDENTIAL_STORES {
+        if let Ok(p) = ctx.expand(raw) {
+            out.extend(anchored_forms(&p));
+        }
+    }
+    for p in server_files.iter().filter(|p| p.is_absolute()) {
+        out.extend(anchored_forms(p));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The forms of `p` the carving must see, in its terms (canonical directory
+/// prefixes): where the entry `p` lives (its canonical parent plus its own
+/// name; for a missing `p` the canonical nearest existing ancestor plus the
+/// rest), what it is (its canonical target, when it exists and differs), and
+/// where every symbolic link on the way to it lives (replacing such a link
+/// would redirect the path to a file of the tool's making).
+fn anchored_forms(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut prefix = PathBuf::new();
+    for c in p.components() {
+        prefix.push(c);
+        if matches!(c, Component::Normal(_))
+            && prefix != p
+            && std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            out.extend(entry_location(&prefix));
+        }
+    }
+    out.extend(entry_location(p));
+    if let Ok(target) = std::fs::canonicalize(p) {
+        if !out.contains(&target) {
+            out.push(target);
+        }
+    }
+    out
+}
+
+/// `q`'s parent, canonical, joined with `q`'s own name (not followed).
+fn entry_location(q: &Path) -> Option<PathBuf> {
+    let name = q.file_name()?;
+    Some(anchor(q.parent()?)?.join(name))
+}
+
+/// The canonical form of `dir`; for a missing `dir`, the canonical form of its
+/// nearest existing ancestor joined with the missing rest.
+fn anchor(dir: &Path) -> Option<PathBuf> {
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    loop {
+        if let Ok(mut c) = std::fs::canonicalize(cur) {
+            c.extend(missing.iter().rev());
+            return Some(c);
+        }
+        missing.push(cur.file_name()?);
+        cur = cur.parent()?;
+    }
+}
 
 /// The protected paths on this machine that toolsrv itself can read,
 /// canonical. The others need no carving: tools run with toolsrv's
@@ -204,6 +326,62 @@ mod tests {
             ]
         );
         assert_eq!(list, vec![r.clone(), r.join("sub")]);
+    }
+
+    #[test]
+    fn missing_paths_and_links_on_the_way_are_anchored() {
+        let root = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(root.path()).unwrap();
+        std::fs::create_dir_all(r.join("real/cfg")).unwrap();
+        std::fs::write(r.join("real/cfg/policy.yaml"), "x").unwrap();
+        std::os::unix::fs::symlink(r.join("real"), r.join("link")).unwrap();
+        std::os::unix::fs::symlink(r.join("real/cfg/policy.yaml"), r.join("real/p")).unwrap();
+        // A missing file under a missing directory: its nearest existing ancestor.
+        assert_eq!(anchored_forms(&r.join("a/b/c")), vec![r.join("a/b/c")]);
+        // Through a symbolic link: the link itself, and where the path leads.
+        assert_eq!(
+            anchored_forms(&r.join("link/cfg/policy.yaml")),
+            vec![r.join("link"), r.join("real/cfg/policy.yaml")]
+        );
+        // A file that is a link: the link, and its target.
+        assert_eq!(
+            anchored_forms(&r.join("real/p")),
+            vec![r.join("real/p"), r.join("real/cfg/policy.yaml")]
+        );
+        // And carving the missing path keeps each ancestor list-only, so
+        // nothing can be created on the way to it.
+        std::fs::write(r.join("other.txt"), "o").unwrap();
+        let mut list = Vec::new();
+        let out = carve(vec![r.clone()], &[r.join("a/b/c")], &mut list);
+        assert_eq!(out, vec![r.join("other.txt"), r.join("real")]);
+        assert_eq!(list, vec![r.clone()]);
+    }
+
+    #[test]
+    fn credential_stores_come_from_home_and_server_files_are_added() {
+        let home = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(home.path()).unwrap();
+        std::fs::create_dir(h.join(".ssh")).unwrap();
+        let ctx = PathContext {
+            cwd: h.clone(),
+            env: [("HOME".to_string(), h.display().to_string())].into(),
+        };
+        let extra = h.join("srv/toolsrv.sock.secret");
+        let got = carved_paths(&ctx, &[extra.clone(), PathBuf::from("relative")]);
+        for want in [
+            h.join(".ssh"),
+            h.join(".netrc"),
+            h.join(".docker/config.json"),
+            h.join(".config/gh"),
+            extra,
+        ] {
+            assert!(
+                got.contains(&want),
+                "{} missing from {got:?}",
+                want.display()
+            );
+        }
+        assert!(!got.iter().any(|p| p.ends_with("relative")), "{got:?}");
     }
 
     #[test]

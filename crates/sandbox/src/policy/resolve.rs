@@ -1,7 +1,7 @@
 //! `Policy::resolve`: a policy plus a request context to concrete [`ResolvedRules`].
 
 use super::ldd::shared_libraries;
-use super::protected::{carve, existing_protected};
+use super::protected::{carve, carved_paths};
 use super::{PathContext, Policy};
 use crate::rules::{NetworkRules, ResolvedRules};
 use std::collections::HashMap;
@@ -13,9 +13,22 @@ impl Policy {
     /// its target), and adds `exec_paths` as `rox` when `advanced.add_exec` and
     /// their shared-library dependencies as `rox` when `advanced.ldd`.
     /// Each list is deduplicated, keeping the first occurrence. A directory
-    /// holding a protected credential file (`policy::PROTECTED`) is carved
-    /// around it: see `policy::protected`.
+    /// holding a protected credential file (`policy::PROTECTED`) or one of the
+    /// user's credential stores (`policy::CREDENTIAL_STORES`) is carved around
+    /// it: see `policy::protected`.
     pub fn resolve(&self, ctx: &PathContext, exec_paths: &[PathBuf]) -> ResolvedRules {
+        self.resolve_carving(ctx, exec_paths, &[])
+    }
+
+    /// [`Policy::resolve`], carving `server_files` (absolute paths: the
+    /// server's policy file, profiles and tools directories, socket, secret
+    /// files) out of every rule as well, whether they exist or not.
+    pub fn resolve_carving(
+        &self,
+        ctx: &PathContext,
+        exec_paths: &[PathBuf],
+        server_files: &[PathBuf],
+    ) -> ResolvedRules {
         let fs = &self.filesystem;
         let mut rox = resolve_list(&fs.rox, ctx);
         if self.advanced.add_exec || self.advanced.ldd {
@@ -29,7 +42,7 @@ impl Policy {
                 }
             }
         }
-        let protected = existing_protected();
+        let protected = carved_paths(ctx, server_files);
         let mut list = Vec::new();
         let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
         let (ro, rox) = (carved(resolve_list(&fs.ro, ctx)), carved(rox));

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::contain::Containment;
-use toolsrv_sandbox::policy::{Policy, PolicyStore};
+use toolsrv_sandbox::policy::{PathContext, Policy, PolicyStore};
 use toolsrv_sandbox::rules::ResolvedRules;
 use toolsrv_sandbox::validate::{RateLimiter, Validator};
 
@@ -44,6 +44,9 @@ pub struct Executor {
     pub own_env: HashMap<String, String>,
     /// Pretend the kernel supports at most this Landlock ABI (test hook).
     pub abi_limit: Option<i32>,
+    /// The server's own files, carved out of every sandbox rule (see
+    /// [`Executor::set_server_files`]).
+    carve: Vec<std::path::PathBuf>,
     spawner: Spawner,
     /// Tool pids the executor reaps itself (the orphan reaper leaves them alone).
     pub tracked: Arc<Tracked>,
@@ -86,11 +89,62 @@ impl Executor {
             rate: RateLimiter::new(),
             own_env: std::env::vars().collect(),
             abi_limit,
+            carve: Vec::new(),
             validators: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
             rules: cache::TtlCache::default(),
             tmpdir: cache::TtlCache::default(),
         })
+    }
+
+    /// Carve `files` (the policy file, its profiles directory, the tools
+    /// directory, the socket and its secret file; relative paths are taken
+    /// against the current directory) out of every sandbox rule, like the
+    /// credential files and stores (CONTRACT §12), and log what is carved.
+    /// `cwd` is the server's `--cwd`: a carved path inside it is worth a
+    /// warning, since tools then cannot create files in the directories that
+    /// lead to it.
+    pub fn set_server_files(&mut self, files: &[std::path::PathBuf], cwd: &std::path::Path) {
+        let mut carve: Vec<std::path::PathBuf> = Vec::new();
+        for f in files {
+            match std::path::absolute(f) {
+                Ok(p) if !carve.contains(&p) => carve.push(p),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(path = %f.display(), error = %e, "cannot make the path absolute; not carved")
+                }
+            }
+        }
+        self.carve = carve;
+        let ctx = PathContext {
+            cwd: cwd.to_path_buf(),
+            env: self.own_env.clone(),
+        };
+        let all = toolsrv_sandbox::policy::carved_paths(&ctx, &self.carve);
+        let list = |v: &[std::path::PathBuf]| {
+            v.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        tracing::info!(
+            count = all.len(),
+            paths = %list(&all),
+            "sandbox: carved out of every rule (unreadable and unwritable unless a rule names them)"
+        );
+        let inside: Vec<std::path::PathBuf> = all
+            .into_iter()
+            .filter(|p| p != cwd && p.starts_with(cwd))
+            .collect();
+        if !inside.is_empty() {
+            tracing::warn!(
+                cwd = %cwd.display(),
+                paths = %list(&inside),
+                "carved paths lie inside --cwd: tools can neither read nor write them, nor create or remove \
+                 entries in the directories that lead to them (--cwd included); keep the socket, policy and \
+                 tools outside the working directory"
+            );
+        }
     }
 
     /// The validator for `policy` (built-in rules plus its `validation.deny`), cached.

@@ -150,7 +150,13 @@ impl Executor {
             None | Some("default") => self.policy.current(),
             Some(name) => self.policy.profile(name)?,
         };
-        let strings: Vec<&str> = args.values().filter_map(|v| v.as_str()).collect();
+        // The request's `env.NAME` values reach the tool like string arguments
+        // (a script may `eval "$FOO"`), so they are checked like them (CONTRACT §6).
+        let strings: Vec<&str> = args
+            .values()
+            .filter_map(|v| v.as_str())
+            .chain(payload.env.iter().map(|(_, v)| v.as_str()))
+            .collect();
         if let Err(refusal) = self.validator(&policy)?.check(&inv.display, &strings) {
             self.rate.record_refusal(agent, Instant::now());
             tracing::warn!(agent, tool = %payload.tool, rule = %refusal.rule, "command refused by validation");
@@ -168,9 +174,9 @@ impl Executor {
             let exec = exec_paths(&tool, &inv.program);
             // A reloaded policy is a new Arc, so a new key.
             let key = (Same(policy.clone()), cwd.clone(), exec.clone());
-            let rules = self
-                .rules
-                .get_or(key, || Arc::new(policy.resolve(&ctx(), &exec)));
+            let rules = self.rules.get_or(key, || {
+                Arc::new(policy.resolve_carving(&ctx(), &exec, &self.carve))
+            });
             Some(self.confinement(&rules)?)
         };
         let env = compose(EnvParts {
