@@ -112,7 +112,6 @@ fn call_reports_round_trips_throughput_and_streaming() {
         assert_eq!(goals.len(), count, "{prefix} {goal}: {out}");
         assert!(goals[0].contains("n=32"), "{}", goals[0]);
     }
-    assert!(line_of(&out, "call true_exec (sandboxed)").contains("ratio"));
     assert!(
         out.lines()
             .any(|l| l.contains("baseline call true_exec (sandboxed, no containment)")),

@@ -39,6 +39,9 @@ fn policy_with_limits(limits: &str) -> String {
 fn server(limits: Option<&str>, env: &[(&str, &str)], extra: &[&str]) -> (Server, Raw) {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path().to_path_buf();
+    // Tools write in `w/`: the cwd itself holds the socket and the policy,
+    // which the sandbox carves out (a tool may not create files beside them).
+    std::fs::create_dir(dir.path().join("w")).expect("w");
     let mut args: Vec<String> = vec![
         "--no-auth".into(),
         "--tools".into(),
@@ -65,13 +68,13 @@ fn server(limits: Option<&str>, env: &[(&str, &str)], extra: &[&str]) -> (Server
 /// standard descriptors closed).
 fn escapees(prefix: &str) -> String {
     let rec = |kind: &str| {
-        format!("echo $! > {prefix}.{kind}.tmp && mv {prefix}.{kind}.tmp {prefix}.{kind}")
+        format!("echo $! > w/{prefix}.{kind}.tmp && mv w/{prefix}.{kind}.tmp w/{prefix}.{kind}")
     };
     format!(
         "setsid sh -c 'sleep 300 & {setsid}' </dev/null >/dev/null 2>&1; \
          ( sh -c 'sleep 300 & {fork}' & ) ; \
          setsid sh -c '( exec 0<&- 1>&- 2>&-; sleep 300 & {daemon} ) &' </dev/null >/dev/null 2>&1; \
-         while [ ! -e {prefix}.setsid ] || [ ! -e {prefix}.fork ] || [ ! -e {prefix}.daemon ]; do sleep 0.02; done",
+         while [ ! -e w/{prefix}.setsid ] || [ ! -e w/{prefix}.fork ] || [ ! -e w/{prefix}.daemon ]; do sleep 0.02; done",
         setsid = rec("setsid"),
         fork = rec("fork"),
         daemon = rec("daemon"),
@@ -82,7 +85,7 @@ fn escapees(prefix: &str) -> String {
 fn escapee_pids(dir: &Path, prefix: &str) -> Vec<i32> {
     ["setsid", "fork", "daemon"]
         .iter()
-        .map(|k| read_pid_file(&dir.join(format!("{prefix}.{k}"))))
+        .map(|k| read_pid_file(&dir.join(format!("w/{prefix}.{k}"))))
         .collect()
 }
 
@@ -229,8 +232,8 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
     std::fs::write(&evil, "evil-secret-0123456789").expect("evil secret");
     // The survivor's loop: try the socket with its own secret until it works.
     let attack = format!(
-        "setsid sh -c 'echo $$ > survivor.tmp && mv survivor.tmp survivor; \
-         while :; do {bin} --socket {sock} --secret-file {evil} info >/dev/null 2>&1 && touch owned; sleep 0.02; done' \
+        "setsid sh -c 'echo $$ > w/survivor.tmp && mv w/survivor.tmp w/survivor; \
+         while :; do {bin} --socket {sock} --secret-file {evil} info >/dev/null 2>&1 && touch w/owned; sleep 0.02; done' \
          </dev/null >/dev/null 2>&1 & sleep 300",
         bin = bin(),
         sock = socket.display(),
@@ -241,7 +244,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
         &[("tool", "shell"), ("agent", "a1"), ("command", &attack)],
     )
     .expect("bg");
-    let survivor = read_pid_file(&dir.join("survivor"));
+    let survivor = read_pid_file(&dir.join("w/survivor"));
     let server_pid = srv.pid();
     let watchdog = children_of(server_pid);
     assert!(!watchdog.is_empty(), "the server has no watchdog child");
@@ -254,7 +257,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
     srv.child = None;
     // The old server took any client (--no-auth): what the survivor did
     // against it does not count.
-    let _ = std::fs::remove_file(dir.join("owned"));
+    let _ = std::fs::remove_file(dir.join("w/owned"));
     assert!(
         !crate::procs_util::os_dead(survivor),
         "the survivor died with the old server already: the attack is not set up"
@@ -283,7 +286,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
     });
     let survivor_dead = crate::procs_util::os_dead(survivor);
     kill_pids(&[survivor]);
-    let owned = dir.join("owned").exists();
+    let owned = dir.join("w/owned").exists();
     // The human's client: its own secret file, mode 0600.
     let mine = dir2.path().join("mine.secret");
     std::fs::write(&mine, "the-humans-secret-42").expect("secret");
@@ -348,7 +351,7 @@ fn a_bounded_fork_bomb_never_has_more_processes_than_its_limit_and_leaves_none()
             ("agent", "a1"),
             (
                 "command",
-                "for i in $(seq 200); do sleep 313.5 & done 2>/dev/null; touch started; sleep 2",
+                "for i in $(seq 200); do sleep 313.5 & done 2>/dev/null; sleep 2",
             ),
         ],
     )
@@ -420,22 +423,22 @@ fn a_write_over_the_file_size_limit_stops_at_the_limit() {
     let (srv, mut c) = server(Some("  file_size: 1MiB"), &[], &[]);
     // `head` is a child of the tool's shell: it dies of SIGXFSZ (the shell
     // says so); the server sees only the shell's exit status.
-    let r = call_shell(&mut c, "head -c 5242880 /dev/zero > big");
+    let r = call_shell(&mut c, "head -c 5242880 /dev/zero > w/big");
     let text = error_text(&r);
     assert!(text.contains("exit status 153"), "{text:?}");
     // A tool whose own process writes past the limit dies of SIGXFSZ, and
     // that the server can tell.
-    let r = call_shell(&mut c, "exec head -c 5242880 /dev/zero > big2");
+    let r = call_shell(&mut c, "exec head -c 5242880 /dev/zero > w/big2");
     let text = error_text(&r);
     assert!(
         text.ends_with("[toolsrv: limit reached: file_size 1MiB]"),
         "{text:?}"
     );
-    let len = std::fs::metadata(dir_of(&srv).join("big2"))
+    let len = std::fs::metadata(dir_of(&srv).join("w/big2"))
         .expect("big2")
         .len();
     assert_eq!(len, 1 << 20, "the file grew past file_size");
-    let len = std::fs::metadata(dir_of(&srv).join("big"))
+    let len = std::fs::metadata(dir_of(&srv).join("w/big"))
         .expect("big")
         .len();
     assert_eq!(len, 1 << 20, "the file grew past file_size");
@@ -571,4 +574,25 @@ fn any_sleeper_in_another_pid_ns() -> bool {
                 .and_then(|s| s.parse::<i32>().ok())
                 .is_some_and(|pid| !crate::procs_util::os_dead(pid))
     })
+}
+
+#[test]
+fn without_any_containment_a_strict_policy_refuses_to_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("sandbox.yaml");
+    let strict =
+        policy_with_limits("  processes: 64").replace("best_effort: true", "best_effort: false");
+    std::fs::write(&p, strict).expect("policy");
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--listen"])
+        .arg(dir.path().join("s.sock"))
+        .arg("--sandbox")
+        .arg(&p)
+        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+        .env("TOOLSRV_CONTAINMENT", "none")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no mechanism can contain a run"), "{err}");
 }
