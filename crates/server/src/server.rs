@@ -102,7 +102,10 @@ impl Server {
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
         let mut executor = Executor::new(policy, config.landlock_abi_limit, watchdog, containment)?;
-        executor.set_server_files(&server_files(&config, &tools_dir), &config.cwd);
+        if !config.yolo {
+            // Under --yolo nothing is confined, so nothing is carved (or logged).
+            executor.set_server_files(&server_files(&config, &tools_dir), &config.cwd);
+        }
         Ok(Arc::new(Server {
             auth,
             started,

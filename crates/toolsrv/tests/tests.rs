@@ -6,6 +6,7 @@ mod util;
 mod auth;
 mod bypass;
 mod containment;
+mod escapes;
 mod interop;
 mod lifecycle;
 mod lifecycle_idle;
