@@ -11,6 +11,7 @@
 mod cli;
 mod client_cmd;
 mod init;
+mod logwriter;
 mod output;
 mod paths;
 mod proc_cmd;

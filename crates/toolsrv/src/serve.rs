@@ -1,6 +1,7 @@
 //! `toolsrv serve`: resolve the configuration, set up logging and the socket,
 //! serve until SIGINT/SIGTERM, clean up.
 
+use crate::logwriter::{say, LogWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -59,12 +60,12 @@ pub fn main(args: ServeArgs) -> ExitCode {
     let config = match resolve(args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("toolsrv: {e:#}");
+            say!("toolsrv: {e:#}");
             return ExitCode::from(1);
         }
     };
     if let Err(e) = init_logging(&config) {
-        eprintln!("toolsrv: {e:#}");
+        say!("toolsrv: {e:#}");
         return ExitCode::from(1);
     }
     // Before any thread exists: make this server's groups (and remove those of
@@ -93,15 +94,19 @@ pub fn main(args: ServeArgs) -> ExitCode {
     let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("toolsrv: cannot start the async runtime: {e}");
+            say!("toolsrv: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
+    let logs_to_file = config.log.is_some();
     match rt.block_on(run(config, watchdog, containment)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("toolsrv: {e:#}");
+            // Said once: on stderr, and in the log file when there is one.
+            if logs_to_file {
+                tracing::error!("{e:#}");
+            }
+            say!("toolsrv: {e:#}");
             ExitCode::from(1)
         }
     }
@@ -186,9 +191,19 @@ fn init_logging(c: &ServeConfig) -> Result<()> {
                 .append(true)
                 .open(path)
                 .with_context(|| format!("--log {}: cannot open", path.display()))?;
-            builder.with_ansi(false).with_writer(Arc::new(file)).init();
+            builder
+                .with_ansi(false)
+                .with_writer(LogWriter::File(Arc::new(file)))
+                .init();
         }
-        None => builder.with_writer(std::io::stderr).init(),
+        None => {
+            use std::io::IsTerminal;
+            // Colours only for a person reading a terminal, never in a pipe or a file.
+            builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(LogWriter::Stderr)
+                .init()
+        }
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ mod util;
 mod auth;
 mod bypass;
 mod containment;
+mod daemon_cli;
 mod escapes;
 mod interop;
 mod lifecycle;

@@ -571,15 +571,23 @@ impl Conn {
     }
 
     fn wstat(&self, fid: u32, s: &Stat) -> Result<Body, Error> {
-        self.fid_exists(fid)?;
-        // A "don't touch" wstat (times may be set: touch(1) does that) is a no-op
-        // that succeeds; anything that would rename, chmod, truncate or chown fails.
+        let (node, is_auth) = self.fids.with(|m| {
+            m.get(&fid)
+                .map(|f| (f.node.clone(), f.auth.is_some()))
+                .ok_or_else(|| unknown_fid(fid))
+        })?;
+        // A wstat that changes nothing succeeds (times may be set: touch(1)
+        // does that). Every file here reports length 0, so truncating a
+        // writable file to 0 is such a no-op: it is what `O_TRUNC` becomes
+        // through 9pfuse (`echo … > ctl`), `dd of=` and Python. Anything that
+        // would rename, chmod, chown or set another length fails.
+        let writable_file = !is_auth && !node.is_dir() && node.mode() & 0o200 != 0;
         let noop = s.name.is_empty()
             && s.uid.is_empty()
             && s.gid.is_empty()
             && s.muid.is_empty()
-            && s.mode == u32::MAX
-            && s.length == u64::MAX;
+            && (s.mode == u32::MAX || (!is_auth && s.mode == node.mode()))
+            && (s.length == u64::MAX || (s.length == 0 && writable_file));
         if noop {
             Ok(Body::Rwstat)
         } else {

@@ -1,0 +1,138 @@
+//! Issue 16: a daemon and a CLI that behave the way their users expect.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use toolsrv_wire::{Body, Stat, OWRITE};
+
+use crate::util::{bin, wait_until, Server, WAIT};
+
+/// A daemon whose stderr reader went away (`toolsrv serve 2>&1 | head -3`)
+/// keeps serving, and SIGTERM still stops it cleanly (before: the failed log
+/// write panicked the task that was logging, the signal watcher included).
+#[test]
+fn the_daemon_obeys_sigterm_after_its_stderr_is_gone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("s.sock");
+    let mut child = Command::new(bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .arg("--no-auth")
+        .arg("--cwd")
+        .arg(dir.path())
+        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Read three lines, then close the pipe, as `head -3` does.
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    for _ in 0..3 {
+        let mut line = String::new();
+        err.read_line(&mut line).expect("a log line");
+    }
+    drop(err);
+    // More log lines: connections, a tool run.
+    assert!(wait_until(WAIT, || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    }));
+    for _ in 0..3 {
+        let out = Command::new(bin())
+            .arg("--socket")
+            .arg(&socket)
+            .arg("info")
+            .output()
+            .expect("client");
+        assert!(out.status.success(), "the server stopped serving: {out:?}");
+    }
+    // Safety: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut status = None;
+    let exited = wait_until(WAIT, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(exited, "SIGTERM did not stop a server whose stderr is gone");
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert!(!socket.exists(), "the socket was left behind");
+}
+
+/// `O_TRUNC` through 9pfuse, `dd of=` or Python becomes a `Twstat` with length
+/// 0 and every other field "don't touch": on a writable file that reports
+/// length 0 it changes nothing, and must succeed (it was refused).
+#[test]
+fn truncating_a_writable_file_to_zero_succeeds_and_anything_else_is_refused() {
+    let srv = Server::start(&["--no-auth", "--tools", "/nonexistent/t"]);
+    let mut c = srv.attached();
+    let dont_touch = Stat {
+        ty: u16::MAX,
+        dev: u32::MAX,
+        qid: toolsrv_wire::Qid {
+            ty: u8::MAX,
+            version: u32::MAX,
+            path: u64::MAX,
+        },
+        mode: u32::MAX,
+        atime: u32::MAX,
+        mtime: u32::MAX,
+        length: u64::MAX,
+        ..Default::default()
+    };
+    let truncate = Stat {
+        length: 0,
+        ..dont_touch.clone()
+    };
+    c.walk(1, "ctl").expect("walk ctl");
+    assert_eq!(
+        c.ok(Body::Twstat {
+            fid: 1,
+            stat: truncate.clone()
+        }),
+        Body::Rwstat
+    );
+    // What the shell then does: open for writing and write the command.
+    c.ok(Body::Topen {
+        fid: 1,
+        mode: OWRITE,
+    });
+    c.ok(Body::Twrite {
+        fid: 1,
+        offset: 0,
+        data: b"load a1 shell\n".to_vec(),
+    });
+    c.ok(Body::Tclunk { fid: 1 });
+    assert!(c.ask("tools", "a1").expect("tools").contains("shell"));
+    // Another length, a read-only file, a directory: refused.
+    c.walk(2, "ctl").expect("walk ctl");
+    let grow = Stat {
+        length: 5,
+        ..dont_touch.clone()
+    };
+    assert_eq!(
+        c.err(Body::Twstat { fid: 2, stat: grow }),
+        "permission denied"
+    );
+    c.walk(3, "info").expect("walk info");
+    assert_eq!(
+        c.err(Body::Twstat {
+            fid: 3,
+            stat: truncate.clone()
+        }),
+        "permission denied"
+    );
+    c.walk(4, "proc").expect("walk proc");
+    assert_eq!(
+        c.err(Body::Twstat {
+            fid: 4,
+            stat: truncate
+        }),
+        "permission denied"
+    );
+}
