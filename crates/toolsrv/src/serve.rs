@@ -162,14 +162,38 @@ fn resolve(a: ServeArgs) -> Result<ServeConfig> {
     c.no_auth = a.no_auth;
     c.idle_timeout = a.idle_timeout;
     c.idle_grace = a.idle_grace;
-    c.tools_dir = a
-        .tools
-        .map(|p| expand_tilde(&p))
-        .unwrap_or_else(default_tools_dir);
-    c.sandbox = a
-        .sandbox
-        .map(|p| expand_tilde(&p))
-        .unwrap_or_else(|| config_dir().join("sandbox.yaml"));
+    // A path the user typed must exist; only the default locations fall back
+    // to the built-in tools and policy.
+    c.tools_dir = match a.tools.map(|p| expand_tilde(&p)) {
+        Some(p) if !p.is_dir() => {
+            bail!(
+                "--tools {}: {}",
+                p.display(),
+                if p.exists() {
+                    "not a directory"
+                } else {
+                    "no such directory (leave --tools out to serve the built-in tools)"
+                }
+            )
+        }
+        Some(p) => p,
+        None => default_tools_dir(),
+    };
+    c.sandbox = match a.sandbox.map(|p| expand_tilde(&p)) {
+        Some(p) if !p.is_file() => {
+            bail!(
+                "--sandbox {}: {}",
+                p.display(),
+                if p.exists() {
+                    "not a file"
+                } else {
+                    "no such file (leave --sandbox out to use the built-in policy; `toolsrv init` writes it out)"
+                }
+            )
+        }
+        Some(p) => p,
+        None => config_dir().join("sandbox.yaml"),
+    };
     c.ollie = ollie;
     c.log = a.log.map(|p| expand_tilde(&p));
     c.default_timeout = a.default_timeout;

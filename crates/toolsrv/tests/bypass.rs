@@ -36,12 +36,9 @@ const PENDING_KEYS: [&str; 10] = [
 /// How long a read must stay unanswered to count as blocked.
 const QUIET: Duration = Duration::from_millis(400);
 
-/// Where the built-in tool set is served from (a directory that does not exist).
-const NO_TOOLS_DIR: &str = "/nonexistent/toolsrv-bypass-tools";
-
 /// A `--no-auth` server with the built-in tools and `shell` loaded for `a1`.
 fn session(extra: &[&str]) -> (Server, Raw) {
-    let mut args = vec!["--no-auth", "--tools", NO_TOOLS_DIR];
+    let mut args = vec!["--no-auth"];
     args.extend_from_slice(extra);
     let srv = Server::start(&args);
     let mut c = srv.attached();
@@ -675,12 +672,7 @@ fn a_tool_has_neither_secret_nor_token_to_approve_with() {
     let secret_file = dir.path().join("toolsrv.sock.secret");
     std::fs::write(&secret_file, SECRET).expect("secret file");
     std::fs::set_permissions(&secret_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let srv = start_server_at(
-        dir,
-        cwd.path(),
-        &[("TOOLSRV_SECRET", SECRET)],
-        &["--tools", NO_TOOLS_DIR],
-    );
+    let srv = start_server_at(dir, cwd.path(), &[("TOOLSRV_SECRET", SECRET)], &[]);
     let (mut a, token) = srv.authed(SECRET);
     a.write("ctl", "load a1 shell").expect("load");
     let (mut o, _) = srv.authed(SECRET);

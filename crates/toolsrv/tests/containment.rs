@@ -42,11 +42,7 @@ fn server(limits: Option<&str>, env: &[(&str, &str)], extra: &[&str]) -> (Server
     // Tools write in `w/`: the cwd itself holds the socket and the policy,
     // which the sandbox carves out (a tool may not create files beside them).
     std::fs::create_dir(dir.path().join("w")).expect("w");
-    let mut args: Vec<String> = vec![
-        "--no-auth".into(),
-        "--tools".into(),
-        "/nonexistent/t".into(),
-    ];
+    let mut args: Vec<String> = vec!["--no-auth".into()];
     if let Some(l) = limits {
         let p = dir.path().join("sandbox.yaml");
         std::fs::write(&p, policy_with_limits(l)).expect("write policy");
@@ -271,8 +267,6 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
         .arg(&socket)
         .arg("--cwd")
         .arg(&dir)
-        .arg("--tools")
-        .arg("/nonexistent/t")
         .arg("--log")
         .arg(dir2.path().join("server.log"))
         .env("OLLIE_CFG_PATH", dir2.path().join("cfg"))

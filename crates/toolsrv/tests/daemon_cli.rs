@@ -69,7 +69,7 @@ fn the_daemon_obeys_sigterm_after_its_stderr_is_gone() {
 /// length 0 it changes nothing, and must succeed (it was refused).
 #[test]
 fn truncating_a_writable_file_to_zero_succeeds_and_anything_else_is_refused() {
-    let srv = Server::start(&["--no-auth", "--tools", "/nonexistent/t"]);
+    let srv = Server::start(&["--no-auth"]);
     let mut c = srv.attached();
     let dont_touch = Stat {
         ty: u16::MAX,
@@ -135,4 +135,42 @@ fn truncating_a_writable_file_to_zero_succeeds_and_anything_else_is_refused() {
         }),
         "permission denied"
     );
+}
+
+/// Runs `toolsrv serve` with `args` (which must make it fail at startup);
+/// returns (exit code, stderr).
+fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(dir.path().join("s.sock"))
+        .args(args)
+        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A path the user typed must exist: no silent fallback to the built-ins.
+#[test]
+fn an_explicit_tools_dir_or_policy_that_does_not_exist_is_an_error() {
+    let (code, err) = serve_fails(&["--tools", "/nonexistent/toolsrv-tools"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--tools /nonexistent/toolsrv-tools: no such directory"),
+        "{err}"
+    );
+    let (code, err) = serve_fails(&["--sandbox", "/nonexistent/sandbox.yaml"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--sandbox /nonexistent/sandbox.yaml: no such file"),
+        "{err}"
+    );
+    // Said once, not as a log line and again as `toolsrv:`.
+    assert_eq!(err.matches("no such file").count(), 1, "{err}");
 }

@@ -393,7 +393,7 @@ fn a_tool_cannot_create_the_policy_file_the_server_would_load() {
         dir,
         cwd.path(),
         &[("OLLIE_CFG_PATH", &cfg_s)],
-        &["--no-auth", "--tools", "/nonexistent/toolsrv-tools"],
+        &["--no-auth"],
     );
     let mut c = srv.attached();
     load(&mut c, "a1", "shell");
@@ -454,13 +454,7 @@ fn a_credential_store_under_a_readable_rule_is_unreadable() {
         tempfile::tempdir().expect("dir"),
         cwd.path(),
         &[("HOME", &home_s)],
-        &[
-            "--no-auth",
-            "--tools",
-            "/nonexistent/toolsrv-tools",
-            "--sandbox",
-            &policy_s,
-        ],
+        &["--no-auth", "--sandbox", &policy_s],
     );
     let mut c = srv.attached();
     load(&mut c, "a1", "shell");

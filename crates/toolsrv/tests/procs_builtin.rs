@@ -8,7 +8,7 @@ use crate::util::{bin, Server};
 
 /// A `--no-auth` server serving the built-in tools.
 fn builtin_server() -> Server {
-    Server::start(&["--no-auth", "--tools", "/nonexistent/toolsrv-tools"])
+    Server::start(&["--no-auth"])
 }
 
 /// Run the CLI against `srv`.

@@ -76,7 +76,7 @@ pub fn tools_session(tools: &[(&str, &str)], extra: &[&str]) -> (Server, Raw) {
 
 /// A `--no-auth` server serving the built-in tools, with `shell` loaded for `a1`.
 pub fn shell_session(extra: &[&str]) -> (Server, Raw) {
-    let mut args = vec!["--no-auth", "--tools", "/nonexistent/toolsrv-tools"];
+    let mut args = vec!["--no-auth"];
     args.extend_from_slice(extra);
     let srv = Server::start(&args);
     let mut c = srv.attached();

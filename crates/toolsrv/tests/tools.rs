@@ -246,7 +246,7 @@ fn agents_have_independent_registries() {
 
 #[test]
 fn the_builtin_tools_are_served_when_the_tools_dir_is_missing() {
-    let srv = Server::start(&["--no-auth", "--tools", "/nonexistent/tools"]);
+    let srv = Server::start(&["--no-auth"]);
     let mut c: Raw = srv.attached();
     let all = c.json("all");
     let n = names(&all);
