@@ -3,8 +3,10 @@
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// A local I/O operation (socket, secret file) failed.
-    #[error("{context}: {source}")]
+    /// A local I/O operation (socket, secret file) failed. The Display is the
+    /// context; the OS error is the [`std::error::Error::source`] (print the
+    /// chain, e.g. anyhow's `{:#}`, to see both, each once).
+    #[error("{context}")]
     Io {
         /// What was being done, naming the path involved.
         context: String,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use toolsrv_client::{Auth, Client};
 use toolsrv_wire::DMDIR;
 
@@ -50,14 +50,107 @@ fn socket_path(global: &Global) -> Result<PathBuf> {
 
 async fn connect(global: &Global) -> Result<Client> {
     let socket = socket_path(global)?;
+    let has_secret = std::env::var_os(toolsrv_client::secret::SECRET_ENV)
+        .is_some_and(|v| !v.is_empty())
+        || global.secret_file.is_some()
+        || toolsrv_client::secret::default_secret_path(&socket).exists();
+    if !has_secret {
+        // First use: make a secret only for a server that is there and wants
+        // one (a `--no-auth` server takes an unauthenticated attach).
+        if let Err(e) = std::os::unix::net::UnixStream::connect(&socket) {
+            return Err(no_server(&socket, e));
+        }
+        if let Ok(c) = Client::connect(&socket, Auth::None).await {
+            return Ok(c);
+        }
+    }
     let secret = toolsrv_client::secret::resolve_secret(&socket, global.secret_file.as_deref())?;
     Client::connect(&socket, Auth::Secret(secret))
         .await
-        .with_context(|| format!("cannot connect to {}", socket.display()))
+        .map_err(|e| match e {
+            toolsrv_client::ClientError::Io { source, .. } => no_server(&socket, source),
+            e => e.into(),
+        })
+}
+
+/// The error for a socket nobody answers on, with what to do about it.
+fn no_server(socket: &std::path::Path, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => format!(
+            " (is the server running? start it with `toolsrv serve --listen {}`)",
+            socket.display()
+        ),
+        _ => String::new(),
+    };
+    anyhow!("cannot connect to {}: {e}{hint}", socket.display())
 }
 
 async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
+    check_agents(&cmd)?;
     let client = connect(global).await?;
+    let pid = command_pid(&cmd);
+    run_command(global, &client, cmd)
+        .await
+        .map_err(|e| match pid {
+            // A walk to `proc/<pid>/...` that fails: the process is not there.
+            Some(pid) if is_not_found(&e) => anyhow!("no process {pid}"),
+            _ => e,
+        })
+}
+
+/// The process a command is about, if it names one.
+fn command_pid(cmd: &Command) -> Option<u64> {
+    match cmd {
+        Command::Stat { pid }
+        | Command::Out { pid, .. }
+        | Command::Wait { pid }
+        | Command::Kill { pid, .. }
+        | Command::Dismiss { pid } => Some(*pid),
+        _ => None,
+    }
+}
+
+/// Refuse an agent id the server would refuse, before connecting, naming it
+/// (the server's own message for `ctl` is a usage line).
+fn check_agents(cmd: &Command) -> Result<()> {
+    let agent = match cmd {
+        Command::Tools { agent }
+        | Command::Rev { agent }
+        | Command::Load { agent, .. }
+        | Command::Unload { agent, .. } => Some(agent.as_str()),
+        Command::Ps { agent } => agent.as_deref(),
+        _ => None,
+    };
+    if let Some(a) = agent {
+        toolsrv_protocol::validate_agent_id(a)
+            .map_err(|e| anyhow!("invalid agent {:?}: {e}", for_terminal(a)))?;
+    }
+    Ok(())
+}
+
+/// Whether `e` is the server's (or the client's) "file not found".
+fn is_not_found(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<toolsrv_client::ClientError>()
+            .and_then(toolsrv_client::ClientError::server_message)
+            .is_some_and(|m| m.starts_with("file not found"))
+    })
+}
+
+/// The stat entry of `path`, or an error naming it.
+async fn stat_of(client: &Client, path: &str) -> Result<toolsrv_client::Stat> {
+    client.stat(path).await.map_err(|e| {
+        let e = anyhow::Error::new(e);
+        if is_not_found(&e) {
+            anyhow!("no such file in the namespace: {}", for_terminal(path))
+        } else {
+            e.context(format!("cannot stat {}", for_terminal(path)))
+        }
+    })
+}
+
+async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<ExitCode> {
+    let client = client.clone();
     match cmd {
         Command::Serve(_) | Command::Init { .. } => unreachable!("handled in main"),
         Command::All => {
@@ -118,6 +211,13 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
         }
         Command::Ls { path } => {
             let path = path.unwrap_or_default();
+            let st = stat_of(&client, &path).await?;
+            if st.mode & DMDIR == 0 {
+                // Like ls(1): a file is listed as itself.
+                let name = for_terminal(&st.name);
+                outln!("-{} {:>8} {name}", perms(st.mode), st.length)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             for st in client.list_dir(&path).await? {
                 let kind = if st.mode & DMDIR != 0 { 'd' } else { '-' };
                 let name = for_terminal(&st.name);
@@ -125,8 +225,19 @@ async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {
             }
         }
         Command::Cat { path } => {
-            // The file's bytes as they are, like cat(1).
-            let data = client.read_file(&path).await?;
+            // The file's bytes as they are, like cat(1); a directory's stat
+            // records are not for a terminal.
+            if stat_of(&client, &path).await?.mode & DMDIR != 0 {
+                bail!(
+                    "{} is a directory (list it with `toolsrv ls {}`)",
+                    for_terminal(&path),
+                    for_terminal(&path)
+                );
+            }
+            let data = client
+                .read_file(&path)
+                .await
+                .with_context(|| format!("cannot read {}", for_terminal(&path)))?;
             write_raw(&data)?;
         }
     }

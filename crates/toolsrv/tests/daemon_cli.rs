@@ -174,3 +174,70 @@ fn an_explicit_tools_dir_or_policy_that_does_not_exist_is_an_error() {
     // Said once, not as a log line and again as `toolsrv:`.
     assert_eq!(err.matches("no such file").count(), 1, "{err}");
 }
+
+/// The CLI against `socket`: (exit code, stdout, stderr).
+fn cli(socket: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(bin())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .env_remove("TOOLSRV_SECRET")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the client");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Errors say what happened once, name what they are about, and suggest what
+/// to do; the client writes no secret file for a server that is not there or
+/// takes no secret.
+#[test]
+fn client_errors_are_short_and_name_their_subject() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nobody.sock");
+    let (code, _, err) = cli(&missing, &["info"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "said more than once: {err}"
+    );
+    assert!(err.contains("is the server running?"), "{err}");
+    assert!(
+        !dir.path().join("nobody.sock.secret").exists(),
+        "a secret was written for a server that is not there"
+    );
+
+    let srv = Server::start(&["--no-auth"]);
+    let (code, out, err) = cli(&srv.socket, &["info"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("platform"), "{out}");
+    let mut secret = srv.socket.as_os_str().to_owned();
+    secret.push(".secret");
+    assert!(
+        !std::path::Path::new(&secret).exists(),
+        "a secret was written for a --no-auth server"
+    );
+    for (args, want) in [
+        (&["stat", "9999"][..], "no process 9999"),
+        (&["kill", "9999"][..], "no process 9999"),
+        (&["cat", "nope"][..], "no such file in the namespace: nope"),
+        (&["cat", "proc"][..], "proc is a directory"),
+        (
+            &["load", "bad agent", "shell"][..],
+            "invalid agent \"bad agent\"",
+        ),
+    ] {
+        let (code, _, err) = cli(&srv.socket, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("usage:"), "{args:?}: {err}");
+    }
+    let (code, out, err) = cli(&srv.socket, &["ls", "info"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.trim_end().ends_with(" info"), "{out}");
+}
