@@ -6,11 +6,15 @@
 //! - [`rules`]: [`rules::ResolvedRules`], a policy resolved for one request (concrete paths).
 //! - [`confine`]: turns resolved rules into a prepared Landlock ruleset + seccomp filter
 //!   ([`confine::Confinement`]), built in the parent.
+//! - [`workdir`], [`open`]: a request's working directory opened once, beneath
+//!   `--cwd`, and the race-free opens and file identities the rules are built from.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
 //!   group, applies the confinement and `exec`s the tool.
 
 pub mod confine;
+pub mod open;
 pub mod policy;
 pub mod rules;
 pub mod spawn;
 pub mod validate;
+pub mod workdir;

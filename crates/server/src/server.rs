@@ -84,7 +84,7 @@ impl Server {
             user: user.into(),
             catalog: Catalog::new(tools_dir, Host::current()),
             registry: Registry::new(),
-            executor: Executor::new(policy, config.landlock_abi_limit, watchdog)?,
+            executor: Executor::new(policy, &config.cwd, config.landlock_abi_limit, watchdog)?,
             activity: crate::lifecycle::Activity::default(),
             procs: ProcTable::new(config.max_output),
             broker: Broker::default(),

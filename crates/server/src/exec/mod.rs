@@ -23,6 +23,7 @@ use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::policy::{Policy, PolicyStore};
 use toolsrv_sandbox::rules::ResolvedRules;
 use toolsrv_sandbox::validate::{RateLimiter, Validator};
+use toolsrv_sandbox::workdir::WorkDir;
 
 pub use prepare::{Prepared, Refused};
 use spawner::Spawner;
@@ -50,28 +51,35 @@ pub struct Executor {
     watchdog: Option<Arc<Watchdog>>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
     /// Confinements by the rules they enforce (a re-resolved but equal set of
-    /// rules reuses its ruleset).
+    /// rules reuses its ruleset). Rules compare by the files they were
+    /// resolved to (`ResolvedRules::ids`, the working directory's identity),
+    /// not only by their paths.
     confinements: Mutex<Vec<(Arc<ResolvedRules>, Arc<Confinement>)>>,
-    /// Resolved rules by (policy, cwd, executables).
+    /// Resolved rules by (policy, working directory opened, executables).
     rules: cache::TtlCache<
         (
             cache::Same<Policy>,
-            std::path::PathBuf,
+            toolsrv_sandbox::open::FileId,
             Vec<std::path::PathBuf>,
         ),
         Arc<ResolvedRules>,
     >,
+    /// `--cwd`, opened at startup: every sandboxed request's working
+    /// directory is looked up beneath this descriptor.
+    base_cwd: Arc<WorkDir>,
     /// The private temporary directory (checked at most every [`cache::TTL`]).
     tmpdir: cache::TtlCache<(), Option<std::path::PathBuf>>,
 }
 
 impl Executor {
-    /// An executor using `policy`.
+    /// An executor using `policy`, running tools beneath `cwd` (`--cwd`).
     pub fn new(
         policy: PolicyStore,
+        cwd: &std::path::Path,
         abi_limit: Option<i32>,
         watchdog: Option<Arc<Watchdog>>,
     ) -> std::io::Result<Executor> {
+        let base_cwd = Arc::new(WorkDir::open(cwd).map_err(std::io::Error::other)?);
         let tracked = Arc::new(Tracked::default());
         Ok(Executor {
             spawner: Spawner::new(tracked.clone(), watchdog.clone()),
@@ -85,6 +93,7 @@ impl Executor {
             confinements: Mutex::new(Vec::new()),
             rules: cache::TtlCache::default(),
             tmpdir: cache::TtlCache::default(),
+            base_cwd,
         })
     }
 
