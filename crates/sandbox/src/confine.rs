@@ -134,11 +134,7 @@ impl Confinement {
         } else {
             None
         };
-        let seccomp = if rules.network.enabled {
-            None
-        } else {
-            Some(seccomp::no_network_filter()?)
-        };
+        let seccomp = Some(seccomp::program(&rules.network)?);
         let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
         Ok(Confinement {
             ruleset,
