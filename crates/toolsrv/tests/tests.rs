@@ -5,6 +5,7 @@ mod util;
 
 mod auth;
 mod bypass;
+mod escapes_kernel;
 mod interop;
 mod lifecycle;
 mod lifecycle_idle;
