@@ -22,6 +22,7 @@ use landlock::{
 
 pub use abi::landlock_abi;
 use abi::Feature;
+pub use seccomp::SeccompError;
 
 use crate::open::{identify, open_no_symlinks};
 use crate::rules::ResolvedRules;
@@ -61,9 +62,9 @@ pub enum ConfineError {
     /// The kernel supports Landlock but no ruleset descriptor was created.
     #[error("landlock ruleset was not created although the kernel has ABI {0}")]
     NoRuleset(i32),
-    /// The seccomp filter could not be compiled.
+    /// The seccomp filter could not be assembled.
     #[error("cannot build the seccomp filter: {0}")]
-    Seccomp(seccompiler::BackendError),
+    Seccomp(#[from] SeccompError),
     /// toolsrv's own capabilities could not be read (`capget`).
     #[error("cannot read toolsrv's capabilities: {0}")]
     Capabilities(std::io::Error),
