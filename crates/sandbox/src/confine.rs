@@ -12,8 +12,8 @@ pub mod caps;
 mod seccomp;
 
 use std::fmt;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 
 use landlock::{
     AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, PathFdError, Ruleset,
@@ -22,7 +22,9 @@ use landlock::{
 
 pub use abi::landlock_abi;
 use abi::Feature;
+pub use seccomp::SeccompError;
 
+use crate::open::{identify, open_no_symlinks};
 use crate::rules::ResolvedRules;
 
 /// Why a confinement could not be prepared.
@@ -44,7 +46,7 @@ pub enum ConfineError {
         /// The rule path.
         path: PathBuf,
         /// The underlying error.
-        source: PathFdError,
+        source: RuleOpenError,
     },
     /// `fstat` on an opened rule path failed.
     #[error("cannot inspect sandbox path {}: {source}", path.display())]
@@ -60,9 +62,9 @@ pub enum ConfineError {
     /// The kernel supports Landlock but no ruleset descriptor was created.
     #[error("landlock ruleset was not created although the kernel has ABI {0}")]
     NoRuleset(i32),
-    /// The seccomp filter could not be compiled.
+    /// The seccomp filter could not be assembled.
     #[error("cannot build the seccomp filter: {0}")]
-    Seccomp(seccompiler::BackendError),
+    Seccomp(#[from] SeccompError),
     /// toolsrv's own capabilities could not be read (`capget`).
     #[error("cannot read toolsrv's capabilities: {0}")]
     Capabilities(std::io::Error),
@@ -133,11 +135,7 @@ impl Confinement {
         } else {
             None
         };
-        let seccomp = if rules.network.enabled {
-            None
-        } else {
-            Some(seccomp::no_network_filter()?)
-        };
+        let seccomp = Some(seccomp::program(&rules.network)?);
         let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
         Ok(Confinement {
             ruleset,
@@ -194,6 +192,59 @@ fn needed_features(rules: &ResolvedRules) -> Vec<Feature> {
     needed
 }
 
+/// A rule path's descriptor. The working directory's path is its opened
+/// descriptor (borrowed, never looked up again); a path with a recorded
+/// identity is opened without following symbolic links and must still be the
+/// file it was when resolved; any other path (rules built by hand) is opened
+/// as given.
+fn open_rule<'a>(rules: &'a ResolvedRules, path: &Path) -> Result<RuleFd<'a>, RuleOpenError> {
+    let Some(want) = rules.ids.get(path) else {
+        return Ok(RuleFd::Path(PathFd::new(path)?));
+    };
+    if let Some(wd) = rules.workdir.as_deref() {
+        if wd.path() == path && wd.id() == *want {
+            return Ok(RuleFd::Borrowed(wd.fd()));
+        }
+    }
+    let fd = open_no_symlinks(path)?;
+    let (got, _) = identify(fd.as_fd())?;
+    if got != *want {
+        return Err(RuleOpenError::Changed);
+    }
+    Ok(RuleFd::Owned(fd))
+}
+
+/// A descriptor for a Landlock rule.
+enum RuleFd<'a> {
+    Path(PathFd),
+    Owned(OwnedFd),
+    Borrowed(BorrowedFd<'a>),
+}
+
+impl AsFd for RuleFd<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            RuleFd::Path(f) => f.as_fd(),
+            RuleFd::Owned(f) => f.as_fd(),
+            RuleFd::Borrowed(f) => f.as_fd(),
+        }
+    }
+}
+
+/// Why a rule path could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleOpenError {
+    /// Opening the path as given failed.
+    #[error(transparent)]
+    Path(#[from] PathFdError),
+    /// Opening without following symbolic links, or inspecting, failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The path is now another file than when the rules were resolved.
+    #[error("it is not the file it was when the rules were resolved")]
+    Changed,
+}
+
 /// Creates the ruleset for `abi_num` and adds every rule.
 fn build_ruleset(
     rules: &ResolvedRules,
@@ -240,7 +291,7 @@ fn build_ruleset(
     ];
     for (paths, access) in groups {
         for path in paths {
-            let fd = match PathFd::new(path) {
+            let fd = match open_rule(rules, path) {
                 Ok(fd) => fd,
                 Err(source) if rules.best_effort => {
                     tracing::warn!(path = %path.display(), error = %source,
@@ -258,7 +309,7 @@ fn build_ruleset(
                     })
                 }
             };
-            let is_dir = access::is_dir(&fd).map_err(|source| ConfineError::Stat {
+            let is_dir = access::is_dir(fd.as_fd()).map_err(|source| ConfineError::Stat {
                 path: path.clone(),
                 source,
             })?;

@@ -8,12 +8,16 @@
 //!   ([`confine::Confinement`]), built in the parent.
 //! - [`contain`]: the kernel groups (cgroups, or PID namespaces) that hold every process
 //!   of a run, its limits, and killing it whole.
+//! - [`workdir`], [`open`]: a request's working directory opened once, beneath
+//!   `--cwd`, and the race-free opens and file identities the rules are built from.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
 //!   group, applies the confinement and `exec`s the tool.
 
 pub mod confine;
 pub mod contain;
+pub mod open;
 pub mod policy;
 pub mod rules;
 pub mod spawn;
 pub mod validate;
+pub mod workdir;

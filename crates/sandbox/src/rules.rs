@@ -1,6 +1,11 @@
 //! A policy resolved for one request: the concrete rules the confinement enforces.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::open::FileId;
+use crate::workdir::WorkDir;
 
 /// Network rules of a resolved policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,4 +38,12 @@ pub struct ResolvedRules {
     pub network: NetworkRules,
     /// Run with what the kernel supports (`true`) or refuse when a rule cannot be enforced.
     pub best_effort: bool,
+    /// The request's working directory, opened once: a rule on its path is
+    /// made from this descriptor, never by looking the path up again.
+    pub workdir: Option<Arc<WorkDir>>,
+    /// What each rule path was when resolved (`Policy::resolve` fills it). A
+    /// path listed here is opened without following any symbolic link and
+    /// must still be that file, or its rule is dropped; equal rules are the
+    /// same files. Paths not listed (rules built by hand) are opened as given.
+    pub ids: BTreeMap<PathBuf, FileId>,
 }

@@ -40,8 +40,11 @@ pub struct SpawnSpec<'a> {
     pub argv: &'a [CString],
     /// The complete environment, as `NAME=value` strings.
     pub envp: &'a [CString],
-    /// Working directory of the child.
+    /// Working directory of the child (for messages only when `cwd_fd` is set).
     pub cwd: &'a CStr,
+    /// The working directory, opened: the child `fchdir`s to it instead of
+    /// looking `cwd` up again. Must stay open until the spawn returns.
+    pub cwd_fd: Option<BorrowedFd<'a>>,
     /// Where stdout and stderr both go (typically a pipe's write end).
     pub output: BorrowedFd<'a>,
     /// The confinement to apply right before `execve`; `None` runs unconfined.
@@ -166,6 +169,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
             argv: &argv,
             envp: &envp,
             cwd: spec.cwd,
+            cwd_fd: spec.cwd_fd.map_or(-1, |fd| fd.as_raw_fd()),
         },
         devnull.as_raw_fd(),
         output,
@@ -473,6 +477,7 @@ struct ChildStrings<'a> {
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
     cwd: &'a CStr,
+    cwd_fd: RawFd,
 }
 
 /// The child's argument block, pointing at `strings`, the descriptors and the
@@ -491,6 +496,7 @@ fn child_args(
         argv: strings.argv.as_ptr(),
         envp: strings.envp.as_ptr(),
         cwd: strings.cwd.as_ptr(),
+        cwd_fd: strings.cwd_fd,
         stdin,
         output,
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),

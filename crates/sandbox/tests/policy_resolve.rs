@@ -12,6 +12,7 @@ fn canon(p: &Path) -> PathBuf {
 fn ctx(cwd: &Path, env: &[(&str, &Path)]) -> PathContext {
     PathContext {
         cwd: cwd.to_path_buf(),
+        workdir: None,
         env: env
             .iter()
             .map(|(k, v)| (k.to_string(), v.display().to_string()))
@@ -46,6 +47,7 @@ fn every_variable_expands() {
     .collect();
     let c = PathContext {
         cwd: r.join("cwd"),
+        workdir: None,
         env,
     };
     for (var, dir) in [

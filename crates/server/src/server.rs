@@ -101,7 +101,13 @@ impl Server {
             .map(|d| d.as_secs() as u32)
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
-        let mut executor = Executor::new(policy, config.landlock_abi_limit, watchdog, containment)?;
+        let mut executor = Executor::new(
+            policy,
+            &config.cwd,
+            config.landlock_abi_limit,
+            watchdog,
+            containment,
+        )?;
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
             executor.set_server_files(&server_files(&config, &tools_dir), &config.cwd);

@@ -8,6 +8,7 @@ mod bypass;
 mod containment;
 mod daemon_cli;
 mod escapes;
+mod escapes_kernel;
 mod interop;
 mod lifecycle;
 mod lifecycle_idle;

@@ -14,9 +14,14 @@ use toolsrv_wire::{decode, decode_stat, encode, Body, Frame, Stat, NOFID};
 /// How long any single wait in a test may take.
 pub const WAIT: Duration = Duration::from_secs(10);
 
-/// The binary under test.
+/// The binary under test: this build's, or `$TOOLSRV_TEST_BIN` (to show that
+/// a regression test fails against an older build).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_toolsrv")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("TOOLSRV_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_toolsrv").to_string())
+    })
 }
 
 /// Poll `cond` every few milliseconds until it holds or `limit` passes.

@@ -1,8 +1,8 @@
 //! The filesystem access sets of the four rule kinds, as TOOLS.md defines them.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
-use landlock::{Access, AccessFs, BitFlags, PathFd, ABI};
+use landlock::{Access, AccessFs, BitFlags, ABI};
 
 /// Access rights for each rule kind at one ABI.
 #[derive(Debug, Clone, Copy)]
@@ -45,11 +45,11 @@ impl AccessSets {
 }
 
 /// Whether the opened rule path is a directory.
-pub(crate) fn is_dir(fd: &PathFd) -> std::io::Result<bool> {
+pub(crate) fn is_dir(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
     // Safety: `fd` is a valid open descriptor for the duration of the call and `st`
     // points to writable memory of the size of `struct stat`.
-    let ret = unsafe { libc::fstat(fd.as_fd().as_raw_fd(), st.as_mut_ptr()) };
+    let ret = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
     if ret != 0 {
         return Err(std::io::Error::last_os_error());
     }

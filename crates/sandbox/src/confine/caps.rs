@@ -22,12 +22,18 @@ use std::io;
 const VERSION_3: u32 = 0x2008_0522;
 
 /// Capabilities kept (bit numbers, `linux/capability.h`): CHOWN,
-/// DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE,
+/// DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID, NET_BIND_SERVICE,
 /// SYS_CHROOT. Everything else is dropped, notably SYS_ADMIN, SYS_MODULE,
 /// SYS_BOOT, SYS_RAWIO, SYS_PTRACE, SYS_TIME, SYS_NICE, SYS_RESOURCE,
 /// NET_ADMIN, NET_RAW, MKNOD, DAC_READ_SEARCH (`open_by_handle_at`), BPF,
-/// PERFMON, SETPCAP and SETFCAP.
-pub const KEEP: &[u32] = &[0, 1, 3, 4, 5, 6, 7, 10, 18];
+/// PERFMON, SETPCAP, and, against set-id files (issue 14, hole 4):
+/// - SETFCAP: writing `security.capability` needs it, and so does mapping
+///   uid 0 in a new user namespace (where the tool would have it again);
+/// - FSETID: without it the kernel clears the set-user-ID and set-group-ID
+///   bits of a file a tool writes to or truncates, so an existing set-id
+///   file cannot be given new content (setting the bits is the seccomp
+///   filter's part).
+pub const KEEP: &[u32] = &[0, 1, 3, 5, 6, 7, 10, 18];
 
 /// `struct __user_cap_header_struct`.
 #[repr(C)]
@@ -103,6 +109,8 @@ mod tests {
         let mask = keep_mask();
         assert_eq!(mask[0] & (1 << 21), 0, "SYS_ADMIN is not kept");
         assert_eq!(mask[0] & (1 << 27), 0, "MKNOD is not kept");
+        assert_eq!(mask[0] & (1 << 4), 0, "FSETID is not kept");
+        assert_eq!(mask[0] & (1 << 31), 0, "SETFCAP is not kept");
         match reduced().expect("reduced") {
             None => {
                 for (w, m) in now.iter().zip(mask) {

@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 pub struct PathContext {
     /// The request's working directory: `{CWD}`.
     pub cwd: PathBuf,
+    /// The same directory, opened (the server always sets it): `{CWD}` rules
+    /// are then resolved from this descriptor, beneath it, and never by
+    /// looking up `cwd` again.
+    pub workdir: Option<std::sync::Arc<crate::workdir::WorkDir>>,
     /// The environment `{HOME}`, `{TMPDIR}`, `{XDG_*}` and other `{VAR}`s read.
     pub env: HashMap<String, String>,
 }
@@ -67,7 +71,11 @@ impl PathContext {
     /// The value of one `{NAME}` variable; `None` when it has no value.
     fn lookup(&self, name: &str) -> Option<PathBuf> {
         match name {
-            "CWD" => Some(self.cwd.clone()),
+            "CWD" => Some(
+                self.workdir
+                    .as_ref()
+                    .map_or_else(|| self.cwd.clone(), |w| w.path().to_path_buf()),
+            ),
             "HOME" => self.home(),
             "TMPDIR" => Some(self.tmpdir()),
             "XDG_CONFIG_HOME" => self.xdg(name, ".config"),

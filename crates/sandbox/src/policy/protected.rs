@@ -364,6 +364,7 @@ mod tests {
         std::fs::create_dir(h.join(".ssh")).unwrap();
         let ctx = PathContext {
             cwd: h.clone(),
+            workdir: None,
             env: [("HOME".to_string(), h.display().to_string())].into(),
         };
         let extra = h.join("srv/toolsrv.sock.secret");

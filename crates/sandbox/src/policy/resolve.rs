@@ -3,8 +3,10 @@
 use super::ldd::shared_libraries;
 use super::protected::{carve, carved_paths};
 use super::{PathContext, Policy};
+use crate::open::{current_path, identify, open_beneath, open_no_symlinks, FileId};
 use crate::rules::{NetworkRules, ResolvedRules};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 impl Policy {
@@ -16,6 +18,13 @@ impl Policy {
     /// holding a protected credential file (`policy::PROTECTED`) or one of the
     /// user's credential stores (`policy::CREDENTIAL_STORES`) is carved around
     /// it: see `policy::protected`.
+    ///
+    /// With `ctx.workdir`, `{CWD}` is that opened directory and `{CWD}/x` is
+    /// looked up beneath it; every other path is canonicalized, then opened
+    /// without following any symbolic link, and what it is recorded in
+    /// [`ResolvedRules::ids`]: a path that became a link in between (a
+    /// racing tool) is dropped, and the confinement is built from these very
+    /// files.
     pub fn resolve(&self, ctx: &PathContext, exec_paths: &[PathBuf]) -> ResolvedRules {
         self.resolve_carving(ctx, exec_paths, &[])
     }
@@ -30,7 +39,8 @@ impl Policy {
         server_files: &[PathBuf],
     ) -> ResolvedRules {
         let fs = &self.filesystem;
-        let mut rox = resolve_list(&fs.rox, ctx);
+        let mut ids = BTreeMap::new();
+        let mut rox = resolve_list(&fs.rox, ctx, &mut ids);
         if self.advanced.add_exec || self.advanced.ldd {
             let execs: Vec<PathBuf> = exec_paths.iter().filter_map(|p| existing(p)).collect();
             if self.advanced.add_exec {
@@ -45,23 +55,30 @@ impl Policy {
         let protected = carved_paths(ctx, server_files);
         let mut list = Vec::new();
         let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
-        let (ro, rox) = (carved(resolve_list(&fs.ro, ctx)), carved(rox));
-        let (rw, rwx) = (
-            carved(resolve_list(&fs.rw, ctx)),
-            carved(resolve_list(&fs.rwx, ctx)),
-        );
+        let ro = carved(resolve_list(&fs.ro, ctx, &mut ids));
+        let rox = carved(rox);
+        let rw = carved(resolve_list(&fs.rw, ctx, &mut ids));
+        let rwx = carved(resolve_list(&fs.rwx, ctx, &mut ids));
+        let mut lists = [ro, rox, rw, rwx, dedup(list)];
+        for l in &mut lists {
+            l.retain(|p| identified(p, &mut ids));
+        }
+        let [ro, rox, rw, rwx, list] = lists;
+        ids.retain(|p, _| [&ro, &rox, &rw, &rwx, &list].iter().any(|l| l.contains(p)));
         ResolvedRules {
             ro,
             rox,
             rw,
             rwx,
-            list: dedup(list),
+            list,
             network: NetworkRules {
                 enabled: self.network.enabled,
                 bind_tcp: self.network.bind_tcp.clone(),
                 connect_tcp: self.network.connect_tcp.clone(),
             },
             best_effort: self.general.best_effort,
+            workdir: ctx.workdir.clone(),
+            ids,
         }
     }
 
@@ -81,18 +98,83 @@ impl Policy {
 }
 
 /// The expanded, existing, canonical paths of one list (deduplicated later,
-/// with the carving).
-fn resolve_list(paths: &[String], ctx: &PathContext) -> Vec<PathBuf> {
+/// with the carving). Paths under `{CWD}` are found beneath the opened
+/// working directory, and their identity recorded in `ids`.
+fn resolve_list(
+    paths: &[String],
+    ctx: &PathContext,
+    ids: &mut BTreeMap<PathBuf, FileId>,
+) -> Vec<PathBuf> {
     paths
         .iter()
         .filter_map(|raw| match ctx.expand(raw) {
-            Ok(p) => existing(&p),
+            Ok(p) => match (&ctx.workdir, under_cwd(raw)) {
+                (Some(wd), true) => beneath_workdir(wd, &p, ids),
+                _ => existing(&p),
+            },
             Err(why) => {
                 tracing::debug!(path = %raw, reason = %why, "sandbox policy path skipped");
                 None
             }
         })
         .collect()
+}
+
+/// Whether a raw policy path is `{CWD}` or starts with `{CWD}/`.
+fn under_cwd(raw: &str) -> bool {
+    raw.strip_prefix("{CWD}")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// `expanded` (`{CWD}` expanded to the working directory's path), looked up
+/// beneath the opened working directory, never leaving it: its path as the
+/// kernel has it, with its identity recorded.
+fn beneath_workdir(
+    wd: &crate::workdir::WorkDir,
+    expanded: &Path,
+    ids: &mut BTreeMap<PathBuf, FileId>,
+) -> Option<PathBuf> {
+    let rel = expanded.strip_prefix(wd.path()).ok()?;
+    if rel.as_os_str().is_empty() {
+        ids.insert(wd.path().to_path_buf(), wd.id());
+        return Some(wd.path().to_path_buf());
+    }
+    let found = open_beneath(wd.fd(), rel).and_then(|fd| {
+        let (id, _) = identify(fd.as_fd())?;
+        let path = current_path(fd.as_fd())
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))?;
+        Ok((path, id))
+    });
+    match found {
+        Ok((path, id)) => {
+            ids.insert(path.clone(), id);
+            Some(path)
+        }
+        Err(e) => {
+            tracing::debug!(path = %expanded.display(), error = %e,
+                "sandbox policy path skipped: not found beneath the working directory");
+            None
+        }
+    }
+}
+
+/// Whether `path` (canonical) can still be opened without following a
+/// symbolic link; records what it is in `ids` (unless already known).
+fn identified(path: &Path, ids: &mut BTreeMap<PathBuf, FileId>) -> bool {
+    if ids.contains_key(path) {
+        return true;
+    }
+    match open_no_symlinks(path).and_then(|fd| identify(fd.as_fd())) {
+        Ok((id, _)) => {
+            ids.insert(path.to_path_buf(), id);
+            true
+        }
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e,
+                "sandbox policy path skipped: changed since it was resolved");
+            false
+        }
+    }
 }
 
 /// The canonical form of `p`, or `None` (logged) when it does not exist.

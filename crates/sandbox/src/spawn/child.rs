@@ -30,7 +30,7 @@ pub(crate) enum Stage {
     Stdio = 4,
     /// `close_range(CLOSE_RANGE_CLOEXEC)`.
     CloseRange = 5,
-    /// `chdir`.
+    /// `chdir` or `fchdir`.
     Chdir = 6,
     /// `prctl(PR_SET_NO_NEW_PRIVS)`.
     NoNewPrivs = 7,
@@ -78,6 +78,8 @@ pub(crate) struct ChildArgs {
     pub(crate) argv: *const *const c_char,
     pub(crate) envp: *const *const c_char,
     pub(crate) cwd: *const c_char,
+    /// A descriptor of the working directory (`fchdir`), or -1 (`chdir(cwd)`).
+    pub(crate) cwd_fd: c_int,
     pub(crate) stdin: c_int,
     pub(crate) output: c_int,
     /// Landlock ruleset descriptor, or -1.
@@ -208,10 +210,14 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
             ),
             Stage::CloseRange,
         )?;
-        check(
-            sys::call(libc::SYS_chdir, [(args.cwd) as c_long, 0, 0, 0, 0, 0]),
-            Stage::Chdir,
-        )?;
+        // The descriptor outlives close_range (close-on-exec only): it is the
+        // directory the server checked, whatever its path names by now.
+        let chdir = if args.cwd_fd >= 0 {
+            sys::call(libc::SYS_fchdir, [args.cwd_fd as c_long, 0, 0, 0, 0, 0])
+        } else {
+            sys::call(libc::SYS_chdir, [(args.cwd) as c_long, 0, 0, 0, 0, 0])
+        };
+        check(chdir, Stage::Chdir)?;
         if args.no_new_privs {
             check(
                 sys::call(

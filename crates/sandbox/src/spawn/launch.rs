@@ -73,6 +73,9 @@ impl Launch {
                 argv: &argv,
                 envp: &envp,
                 cwd: &cwd,
+                cwd_fd: spec
+                    .cwd_fd
+                    .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
             },
             stdin,
             output,

@@ -56,6 +56,7 @@ pub fn start_with(
         argv: &argv_c,
         envp: &envp,
         cwd: &cwd_c,
+        cwd_fd: None,
         output: w.as_fd(),
         confinement,
         join: Default::default(),
@@ -154,6 +155,8 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
             connect_tcp: Vec::new(),
         },
         best_effort: false,
+        workdir: None,
+        ids: Default::default(),
     }
 }
 

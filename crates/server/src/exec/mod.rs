@@ -24,6 +24,7 @@ use toolsrv_sandbox::contain::Containment;
 use toolsrv_sandbox::policy::{PathContext, Policy, PolicyStore};
 use toolsrv_sandbox::rules::ResolvedRules;
 use toolsrv_sandbox::validate::{RateLimiter, Validator};
+use toolsrv_sandbox::workdir::WorkDir;
 
 pub use prepare::{Prepared, Refused};
 use spawner::Spawner;
@@ -56,29 +57,36 @@ pub struct Executor {
     pub containment: Arc<Containment>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
     /// Confinements by the rules they enforce (a re-resolved but equal set of
-    /// rules reuses its ruleset).
+    /// rules reuses its ruleset). Rules compare by the files they were
+    /// resolved to (`ResolvedRules::ids`, the working directory's identity),
+    /// not only by their paths.
     confinements: Mutex<Vec<(Arc<ResolvedRules>, Arc<Confinement>)>>,
-    /// Resolved rules by (policy, cwd, executables).
+    /// Resolved rules by (policy, working directory opened, executables).
     rules: cache::TtlCache<
         (
             cache::Same<Policy>,
-            std::path::PathBuf,
+            toolsrv_sandbox::open::FileId,
             Vec<std::path::PathBuf>,
         ),
         Arc<ResolvedRules>,
     >,
+    /// `--cwd`, opened at startup: every sandboxed request's working
+    /// directory is looked up beneath this descriptor.
+    base_cwd: Arc<WorkDir>,
     /// The private temporary directory (checked at most every [`cache::TTL`]).
     tmpdir: cache::TtlCache<(), Option<std::path::PathBuf>>,
 }
 
 impl Executor {
-    /// An executor using `policy`.
+    /// An executor using `policy`, running tools beneath `cwd` (`--cwd`).
     pub fn new(
         policy: PolicyStore,
+        cwd: &std::path::Path,
         abi_limit: Option<i32>,
         watchdog: Option<Arc<Watchdog>>,
         containment: Arc<Containment>,
     ) -> std::io::Result<Executor> {
+        let base_cwd = Arc::new(WorkDir::open(cwd).map_err(std::io::Error::other)?);
         let tracked = Arc::new(Tracked::default());
         Ok(Executor {
             spawner: Spawner::new(tracked.clone(), watchdog.clone()),
@@ -94,6 +102,7 @@ impl Executor {
             confinements: Mutex::new(Vec::new()),
             rules: cache::TtlCache::default(),
             tmpdir: cache::TtlCache::default(),
+            base_cwd,
         })
     }
 
@@ -118,6 +127,7 @@ impl Executor {
         self.carve = carve;
         let ctx = PathContext {
             cwd: cwd.to_path_buf(),
+            workdir: None,
             env: self.own_env.clone(),
         };
         let all = toolsrv_sandbox::policy::carved_paths(&ctx, &self.carve);

@@ -11,6 +11,7 @@ use toolsrv_metadata::{OutputMode, Tool, ToolKind};
 use toolsrv_protocol::{convert_args, parse_payload, Payload};
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::policy::PathContext;
+use toolsrv_sandbox::workdir::WorkDir;
 
 use super::cache::Same;
 use super::env::{compose, EnvParts};
@@ -41,8 +42,12 @@ pub struct Prepared {
     pub display: String,
     /// The complete environment.
     pub env: BTreeMap<String, String>,
-    /// The working directory (absolute, exists).
+    /// The working directory's path when it was opened (for `PWD` and
+    /// messages; the child `fchdir`s to [`Prepared::workdir`]).
     pub cwd: PathBuf,
+    /// The working directory, opened once: the child's working directory and
+    /// the sandbox's `{CWD}` rule are both this descriptor.
+    pub workdir: Arc<WorkDir>,
     /// The timeout.
     pub timeout: Duration,
     /// The confinement (`None` under `--yolo`).
@@ -85,23 +90,23 @@ impl Prepared {
     }
 }
 
-/// Resolve the request's working directory against `--cwd`; it must exist.
-fn resolve_cwd(base: &Path, requested: Option<&str>) -> Result<PathBuf, Refused> {
-    let p = match requested {
-        None => return Ok(base.to_path_buf()),
-        Some(r) => base.join(r),
+/// The request's working directory, opened once. A sandboxed request's
+/// directory is looked up beneath the descriptor of `--cwd` and never leaves
+/// it (`openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`), so no symbolic
+/// link, however raced, can make it `/`; an unsandboxed one (`--yolo`,
+/// bypass) may be anywhere.
+fn open_cwd(
+    base: &Arc<WorkDir>,
+    requested: Option<&str>,
+    sandboxed: bool,
+) -> Result<Arc<WorkDir>, Refused> {
+    let Some(r) = requested else {
+        return Ok(base.clone());
     };
-    match std::fs::canonicalize(&p) {
-        Ok(c) if c.is_dir() => Ok(c),
-        Ok(_) => Err(Refused(format!(
-            "working directory {:?} is not a directory",
-            requested.unwrap_or_default()
-        ))),
-        Err(_) => Err(Refused(format!(
-            "working directory {:?} does not exist",
-            requested.unwrap_or_default()
-        ))),
+    if sandboxed {
+        return Ok(Arc::new(base.beneath(r)?));
     }
+    Ok(Arc::new(WorkDir::open(&base.path().join(r))?))
 }
 
 /// The files a tool runs (for `advanced.add_exec`/`ldd`).
@@ -135,17 +140,11 @@ impl Executor {
             })?;
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
-        let cwd = resolve_cwd(&server.config.cwd, payload.cwd.as_deref())?;
         let sandboxed = !server.config.yolo && !payload.bypass;
         // `{CWD}` in the policy is the request's directory: a sandboxed request
         // must not widen its own sandbox by naming `/` or another tree.
-        if sandboxed && !cwd.starts_with(&server.config.cwd) {
-            return Err(Refused(format!(
-                "working directory {:?} is outside the server's --cwd {:?}",
-                cwd.display().to_string(),
-                server.config.cwd.display().to_string()
-            )));
-        }
+        let workdir = open_cwd(&self.base_cwd, payload.cwd.as_deref(), sandboxed)?;
+        let cwd = workdir.path().to_path_buf();
         let policy = match payload.sandbox.as_deref() {
             None | Some("default") => self.policy.current(),
             Some(name) => self.policy.profile(name)?,
@@ -165,6 +164,7 @@ impl Executor {
         // Built only when a cache below misses (it copies toolsrv's environment).
         let ctx = || PathContext {
             cwd: cwd.clone(),
+            workdir: Some(workdir.clone()),
             env: self.own_env.clone(),
         };
         let tmpdir = self.tmpdir.get_or((), || ctx().private_tmpdir());
@@ -172,8 +172,9 @@ impl Executor {
             None
         } else {
             let exec = exec_paths(&tool, &inv.program);
-            // A reloaded policy is a new Arc, so a new key.
-            let key = (Same(policy.clone()), cwd.clone(), exec.clone());
+            // A reloaded policy is a new Arc, so a new key; the working
+            // directory is keyed by what was opened, never by its path.
+            let key = (Same(policy.clone()), workdir.id(), exec.clone());
             let rules = self.rules.get_or(key, || {
                 Arc::new(policy.resolve_carving(&ctx(), &exec, &self.carve))
             });
@@ -200,6 +201,7 @@ impl Executor {
             display: inv.display,
             env,
             cwd,
+            workdir,
             timeout,
             confinement,
             tool,

@@ -146,6 +146,7 @@ impl Executor {
             argv,
             envp,
             cwd,
+            workdir: prep.workdir.clone(),
             output: wr,
             confinement: prep.confinement.clone(),
             join,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnSpec};
+use toolsrv_sandbox::workdir::WorkDir;
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
@@ -28,8 +29,10 @@ pub struct Job {
     pub argv: Vec<CString>,
     /// `NAME=value` strings.
     pub envp: Vec<CString>,
-    /// Working directory.
+    /// Working directory (for messages).
     pub cwd: CString,
+    /// The working directory, opened: the child `fchdir`s to it.
+    pub workdir: Arc<WorkDir>,
     /// Write end of the output pipe; closed in the parent right after the spawn.
     pub output: OwnedFd,
     /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
@@ -61,6 +64,7 @@ impl Spawner {
             argv: &job.argv,
             envp: &job.envp,
             cwd: &job.cwd,
+            cwd_fd: Some(job.workdir.fd()),
             output: std::os::fd::AsFd::as_fd(&job.output),
             confinement: job.confinement.as_deref(),
             join: job.join,

@@ -1,0 +1,280 @@
+//! Opening paths without being raced: `openat2(2)` with `RESOLVE_*` flags
+//! (Linux 5.6), and an equivalent (stricter) walk one component at a time
+//! with `O_NOFOLLOW` on kernels without it; and what an opened file *is*
+//! (device and inode), the identity every cache of rules is keyed by.
+//!
+//! The sandbox opens a path once and works from the descriptor from then on:
+//! a path looked up twice can name two different files if a tool swaps a
+//! directory for a symbolic link in between (issue 14, hole 1).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `RESOLVE_NO_MAGICLINKS` (`linux/openat2.h`): no `/proc/<pid>/fd/*`-style links.
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+/// `RESOLVE_NO_SYMLINKS`: no symbolic link at all, anywhere in the path.
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// `RESOLVE_BENEATH`: the lookup may not leave the starting directory
+/// (absolute paths, `..` above it and symbolic links leaving it are `EXDEV`).
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// `struct open_how` (`linux/openat2.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// What an opened file is: its device and inode. Two descriptors with the
+/// same identity are the same file, whatever paths led to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+/// Set once `openat2` answered `ENOSYS` (or is refused by a seccomp policy):
+/// every later open walks.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// `openat2(dir, path, how)`: a new descriptor.
+fn openat2(dir: BorrowedFd<'_>, path: &CString, how: &OpenHow) -> io::Result<OwnedFd> {
+    // Safety: `path` is NUL-terminated and `how` a valid `struct open_how` of
+    // the size passed; both outlive the call, which writes no memory of ours.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // Safety: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)`: one component,
+/// never following it.
+fn open_component(dir: BorrowedFd<'_>, name: &CString) -> io::Result<OwnedFd> {
+    // Safety: `name` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The identity of `fd` and whether it is a directory (`fstat`).
+pub fn identify(fd: BorrowedFd<'_>) -> io::Result<(FileId, libc::mode_t)> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // Safety: `st` is writable memory of the size of `struct stat`.
+    if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: fstat succeeded and filled the whole structure.
+    let st = unsafe { st.assume_init() };
+    Ok((
+        FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        st.st_mode & libc::S_IFMT,
+    ))
+}
+
+/// The path the kernel has for `fd` now (`/proc/self/fd/N`), if it is an
+/// absolute path to a file that still exists.
+pub fn current_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let p = std::fs::read_link(link).ok()?;
+    let deleted = p.as_os_str().as_bytes().ends_with(b" (deleted)");
+    (p.is_absolute() && !deleted).then_some(p)
+}
+
+fn c_path(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Whether `e` says the kernel (or a seccomp filter around us) has no `openat2`.
+fn no_openat2(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM))
+}
+
+/// Opens `rel` beneath `dir` as an `O_PATH` descriptor: the lookup never
+/// leaves `dir` (an absolute path, `..` above it or a symbolic link leading
+/// out of it is `EXDEV`) and follows no magic link. Relative symbolic links
+/// that stay beneath `dir` are followed. Without `openat2` the walk refuses
+/// every symbolic link (`ELOOP`), which is stricter.
+pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let how = OpenHow {
+            flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        };
+        let target = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        match openat2(dir, &c_path(target)?, &how) {
+            Err(e) if no_openat2(&e) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            other => return other,
+        }
+    }
+    walk_beneath(dir, rel)
+}
+
+/// The `openat2`-less [`open_beneath`]: one component at a time with
+/// `O_NOFOLLOW`, refusing symbolic links, keeping the descriptors of the
+/// directories above so that `..` never climbs above `dir`.
+pub fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    let mut stack: Vec<OwnedFd> = vec![dir.try_clone_to_owned()?];
+    for comp in rel.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if stack.len() == 1 {
+                    return Err(io::Error::from_raw_os_error(libc::EXDEV));
+                }
+                stack.pop();
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(io::Error::from_raw_os_error(libc::EXDEV));
+            }
+            Component::Normal(name) => {
+                let top = stack.last().map(AsFd::as_fd).ok_or_else(ebadf)?;
+                let (_, mode) = identify(top)?;
+                if mode != libc::S_IFDIR {
+                    return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+                }
+                let next = open_component(top, &c_path(Path::new(name))?)?;
+                if identify(next.as_fd())?.1 == libc::S_IFLNK {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                stack.push(next);
+            }
+        }
+    }
+    stack.pop().ok_or_else(ebadf)
+}
+
+fn ebadf() -> io::Error {
+    io::Error::from_raw_os_error(libc::EBADF)
+}
+
+/// Opens the absolute `path` as an `O_PATH` descriptor without following any
+/// symbolic link on the way (`ELOOP` if there is one). For canonical paths,
+/// which have none: a link found now was put there since they were made.
+pub fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    if !path.is_absolute() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let how = OpenHow {
+            flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        // Safety: AT_FDCWD is not a descriptor we own; the path is absolute,
+        // so the kernel does not use it.
+        let cwd = unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) };
+        match openat2(cwd, &c_path(path)?, &how) {
+            Err(e) if no_openat2(&e) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            other => return other,
+        }
+    }
+    let root = OwnedFd::from(std::fs::File::open("/")?);
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    walk_beneath(root.as_fd(), rel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn dir_fd(p: &Path) -> OwnedFd {
+        OwnedFd::from(std::fs::File::open(p).unwrap())
+    }
+
+    #[test]
+    fn beneath_refuses_what_leaves_and_follows_what_stays() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("base");
+        std::fs::create_dir_all(base.join("sub/deeper")).unwrap();
+        symlink("/", base.join("root")).unwrap();
+        symlink("../..", base.join("sub/up")).unwrap();
+        symlink("deeper", base.join("sub/inner")).unwrap();
+        let fd = dir_fd(&base);
+        let exdev = |r: io::Result<OwnedFd>| r.err().and_then(|e| e.raw_os_error());
+        for walk in [false, true] {
+            let open = |rel: &str| {
+                if walk {
+                    walk_beneath(fd.as_fd(), Path::new(rel))
+                } else {
+                    open_beneath(fd.as_fd(), Path::new(rel))
+                }
+            };
+            let strict_or = |e: i32| if walk { libc::ELOOP } else { e };
+            assert_eq!(exdev(open("root")), Some(strict_or(libc::EXDEV)));
+            assert_eq!(exdev(open("sub/up")), Some(strict_or(libc::EXDEV)));
+            assert_eq!(exdev(open("..")), Some(libc::EXDEV));
+            assert_eq!(exdev(open("/etc")), Some(libc::EXDEV));
+            assert_eq!(exdev(open("missing")), Some(libc::ENOENT));
+            let want = identify(dir_fd(&base.join("sub/deeper")).as_fd())
+                .unwrap()
+                .0;
+            let got = open("sub/../sub/deeper").unwrap();
+            assert_eq!(identify(got.as_fd()).unwrap().0, want);
+            let inner = open("sub/inner");
+            if walk {
+                assert_eq!(exdev(inner), Some(libc::ELOOP));
+            } else {
+                assert_eq!(identify(inner.unwrap().as_fd()).unwrap().0, want);
+            }
+            let here = open("").unwrap();
+            assert_eq!(
+                identify(here.as_fd()).unwrap().0,
+                identify(fd.as_fd()).unwrap().0
+            );
+        }
+    }
+
+    #[test]
+    fn no_symlinks_refuses_a_link_anywhere_on_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir(real.join("d")).unwrap();
+        symlink(real.join("d"), real.join("l")).unwrap();
+        assert!(open_no_symlinks(&real.join("d")).is_ok());
+        let e = open_no_symlinks(&real.join("l")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        let e = walk_beneath(
+            dir_fd(Path::new("/")).as_fd(),
+            real.join("l").strip_prefix("/").unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    }
+}
