@@ -11,11 +11,17 @@ use toolsrv_wire::OREAD;
 use crate::cli::{CallArgs, Global};
 use crate::output::{for_terminal, json_for_terminal, outln, write_raw};
 
-/// The request for `call`/`bg`.
+/// The request for `call`/`bg`. Without `--cwd` it asks for the client's own
+/// working directory (CONTRACT §10); [`outside_cwd`] tells when the server
+/// refused that, and the caller then asks again without it.
 fn request(a: &CallArgs) -> Result<CallRequest> {
     let mut req = CallRequest::new(&a.tool, &a.agent);
     req.session = a.session.clone();
-    req.cwd = a.cwd.clone();
+    req.cwd = a.cwd.clone().or_else(|| {
+        std::env::current_dir()
+            .ok()
+            .and_then(|d| d.to_str().map(str::to_string))
+    });
     req.timeout = a.timeout;
     req.sandbox = a.sandbox.clone();
     req.bypass = a.bypass;
@@ -39,17 +45,38 @@ async fn ensure_loaded(client: &Client, agent: &str, tool: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether `message` is the server refusing the client's own working
+/// directory (it lies outside the server's `--cwd`, or the server cannot see
+/// it): then the request goes again without `cwd`.
+fn outside_cwd(message: &str) -> bool {
+    message.starts_with("working directory ")
+        && (message.contains("outside the server's --cwd") || message.contains("does not exist"))
+}
+
+/// Says on stderr (never stdout) where the tool ran instead of here.
+fn note_server_cwd(req: &CallRequest) {
+    crate::logwriter::say!(
+        "toolsrv: note: {} lies outside the server's --cwd; the tool runs in the server's working directory (pass --cwd DIR for a directory inside it)",
+        for_terminal(req.cwd.as_deref().unwrap_or("."))
+    );
+}
+
 /// `toolsrv call`: run, print the result text, exit 1 on isError; Ctrl-C cancels.
 pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<ExitCode> {
-    let req = request(a)?;
+    let mut req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
-    let result = tokio::select! {
-        r = client.call(&req) => r?,
-        _ = tokio::signal::ctrl_c() => {
-            // Dropping the call closes its request: the server kills the tool.
-            eprintln!("toolsrv: cancelled");
-            return Ok(ExitCode::from(130));
-        }
+    let mut result = run_call(client, &req).await?;
+    if a.cwd.is_none()
+        && result
+            .as_ref()
+            .is_some_and(|r| r.is_error && outside_cwd(&r.joined_text()))
+    {
+        note_server_cwd(&req);
+        req.cwd = None;
+        result = run_call(client, &req).await?;
+    }
+    let Some(result) = result else {
+        return Ok(ExitCode::from(130));
     };
     if global.json {
         outln!("{}", json_for_terminal(&serde_json::to_string(&result)?))?;
@@ -61,6 +88,18 @@ pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<Exit
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// One call; `None` when Ctrl-C cancelled it.
+async fn run_call(client: &Client, req: &CallRequest) -> Result<Option<ToolResult>> {
+    tokio::select! {
+        r = client.call(req) => Ok(Some(r?)),
+        _ = tokio::signal::ctrl_c() => {
+            // Dropping the call closes its request: the server kills the tool.
+            crate::logwriter::say!("toolsrv: cancelled");
+            Ok(None)
+        }
+    }
 }
 
 fn print_result(r: &ToolResult) -> Result<()> {
@@ -90,9 +129,17 @@ fn print_result(r: &ToolResult) -> Result<()> {
 
 /// `toolsrv bg`: start, print the pid.
 pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
-    let req = request(a)?;
+    let mut req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
-    outln!("{}", client.spawn(&req).await?)?;
+    let pid = match client.spawn(&req).await {
+        Err(e) if a.cwd.is_none() && e.server_message().is_some_and(outside_cwd) => {
+            note_server_cwd(&req);
+            req.cwd = None;
+            client.spawn(&req).await?
+        }
+        r => r?,
+    };
+    outln!("{pid}")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -241,3 +241,42 @@ fn client_errors_are_short_and_name_their_subject() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.trim_end().ends_with(" info"), "{out}");
 }
+
+/// `call` runs in the caller's directory when it lies under the server's
+/// `--cwd`, and otherwise in the server's `--cwd`, saying so on stderr only
+/// (CONTRACT §10).
+#[test]
+fn call_runs_where_the_caller_is_when_the_server_accepts_it() {
+    let srv = Server::start(&["--no-auth"]);
+    let root = std::fs::canonicalize(srv.dir.path()).expect("canonical cwd");
+    let sub = root.join("sub");
+    std::fs::create_dir(&sub).expect("sub");
+    let run_in = |dir: &std::path::Path, args: &[&str]| {
+        let out = Command::new(bin())
+            .current_dir(dir)
+            .arg("--socket")
+            .arg(&srv.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the client");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run_in(&sub, &["call", "shell", "command=pwd"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), sub.display().to_string(), "{err}");
+    assert!(err.is_empty(), "{err}");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let (code, out, err) = run_in(elsewhere.path(), &["call", "shell", "command=pwd"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), root.display().to_string(), "{err}");
+    assert!(err.contains("outside the server's --cwd"), "{err}");
+    let (code, out, err) = run_in(elsewhere.path(), &["bg", "shell", "command=true"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.trim().parse::<u64>().is_ok(), "{out}");
+    assert!(err.contains("outside the server's --cwd"), "{err}");
+}
