@@ -25,8 +25,35 @@ pub enum RegistryError {
 
 #[derive(Default)]
 struct Agent {
-    tools: BTreeMap<String, Arc<Tool>>,
+    tools: BTreeMap<String, Loaded>,
     revision: u64,
+}
+
+/// A loaded tool and what its metadata file was when it was loaded.
+struct Loaded {
+    tool: Arc<Tool>,
+    stamp: Option<Stamp>,
+}
+
+/// What identifies a version of a file: device, inode, size, modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp(u64, u64, u64, i64, i64);
+
+impl Stamp {
+    /// The stamp of `path` now (`None` when it cannot be read).
+    fn of(path: &std::path::Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(Stamp(m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+    }
+}
+
+/// A loaded tool as found by [`Registry::lookup_checked`].
+pub enum Lookup {
+    /// Loaded, and its metadata file is as it was when loaded.
+    Current(Arc<Tool>),
+    /// Loaded, but its metadata file changed (or went away) since: reload it.
+    Changed(Arc<Tool>),
 }
 
 /// Loaded tools and revision counters by agent ID.
@@ -49,8 +76,15 @@ impl Registry {
     /// Loading an already loaded tool replaces its metadata and still counts.
     pub fn load(&self, agent: &str, tool: Tool) -> u64 {
         let mut g = self.lock();
+        let stamp = Stamp::of(&tool.source);
         let a = g.entry(agent.to_string()).or_default();
-        a.tools.insert(tool.name.clone(), Arc::new(tool));
+        a.tools.insert(
+            tool.name.clone(),
+            Loaded {
+                tool: Arc::new(tool),
+                stamp,
+            },
+        );
         a.revision += 1;
         a.revision
     }
@@ -72,7 +106,7 @@ impl Registry {
     pub fn loaded(&self, agent: &str) -> Vec<Arc<Tool>> {
         self.lock()
             .get(agent)
-            .map(|a| a.tools.values().cloned().collect())
+            .map(|a| a.tools.values().map(|l| l.tool.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -80,7 +114,22 @@ impl Registry {
     pub fn lookup(&self, agent: &str, tool: &str) -> Option<Arc<Tool>> {
         self.lock()
             .get(agent)
-            .and_then(|a| a.tools.get(tool).cloned())
+            .and_then(|a| a.tools.get(tool).map(|l| l.tool.clone()))
+    }
+
+    /// One loaded tool, and whether its metadata file changed since it was
+    /// loaded (one `stat` of the file, outside the lock).
+    pub fn lookup_checked(&self, agent: &str, tool: &str) -> Option<Lookup> {
+        let (t, stamp) = {
+            let g = self.lock();
+            let l = g.get(agent)?.tools.get(tool)?;
+            (l.tool.clone(), l.stamp)
+        };
+        Some(if Stamp::of(&t.source) == stamp {
+            Lookup::Current(t)
+        } else {
+            Lookup::Changed(t)
+        })
     }
 
     /// `agent`'s revision: 0 for an agent never seen.

@@ -136,6 +136,14 @@ pub enum Command {
         /// The agent ID.
         agent: String,
     },
+    /// Show a tool's description and parameters (loading it for the agent if needed).
+    Describe {
+        /// The agent ID the tool is loaded for.
+        #[arg(long, default_value = "cli")]
+        agent: String,
+        /// The tool name.
+        tool: String,
+    },
     /// Show an agent's registry revision.
     Rev {
         /// The agent ID.

@@ -115,6 +115,7 @@ fn command_pid(cmd: &Command) -> Option<u64> {
 fn check_agents(cmd: &Command) -> Result<()> {
     let agent = match cmd {
         Command::Tools { agent }
+        | Command::Describe { agent, .. }
         | Command::Rev { agent }
         | Command::Load { agent, .. }
         | Command::Unload { agent, .. } => Some(agent.as_str()),
@@ -162,6 +163,9 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
             print_json(global, &data, |v| table(v, &["name", "description"]))?;
         }
         Command::Rev { agent } => outln!("{}", client.revision(&agent).await?)?,
+        Command::Describe { agent, tool } => {
+            crate::describe::describe(&client, global, &agent, &tool).await?
+        }
         Command::Load { agent, tools } => {
             client
                 .load(

@@ -10,6 +10,7 @@
 
 mod cli;
 mod client_cmd;
+mod describe;
 mod init;
 mod logwriter;
 mod output;

@@ -38,7 +38,7 @@ fn request(a: &CallArgs) -> Result<CallRequest> {
 }
 
 /// Load the tool for the agent unless it is loaded already.
-async fn ensure_loaded(client: &Client, agent: &str, tool: &str) -> Result<()> {
+pub(crate) async fn ensure_loaded(client: &Client, agent: &str, tool: &str) -> Result<()> {
     if !client.tools(agent).await?.iter().any(|t| t.name == tool) {
         client.load(agent, &[tool]).await?;
     }

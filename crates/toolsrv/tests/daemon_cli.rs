@@ -280,3 +280,47 @@ fn call_runs_where_the_caller_is_when_the_server_accepts_it() {
     assert!(out.trim().parse::<u64>().is_ok(), "{out}");
     assert!(err.contains("outside the server's --cwd"), "{err}");
 }
+
+/// A tool whose metadata file changed since it was loaded is loaded again at
+/// its next call (the revision moves); one that no longer loads is refused
+/// with the reason and the command that loads it.
+#[test]
+fn a_changed_tool_file_is_reloaded_at_the_next_call() {
+    let (srv, mut c) = crate::procs_util::tools_session(
+        &[("greet.yaml", "description: v1\ncommand: \"echo one\"\n")],
+        &[],
+    );
+    let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "one");
+    let rev = c.ask("tools_rev", "a1").expect("rev");
+    let file = srv
+        .keep
+        .iter()
+        .map(|d| d.path().join("tools/greet.yaml"))
+        .find(|p| p.exists())
+        .expect("the tool file");
+    std::fs::write(&file, "description: v2\ncommand: \"echo two\"\n").expect("edit");
+    let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "two");
+    assert_ne!(
+        c.ask("tools_rev", "a1").expect("rev"),
+        rev,
+        "the revision did not move"
+    );
+    std::fs::write(&file, "description: v3\ncommand: [broken\n").expect("break");
+    let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
+    let text = crate::procs_util::error_text(&r);
+    assert!(text.contains("no longer loads"), "{text}");
+    assert!(text.contains("toolsrv load a1 greet"), "{text}");
+}
+
+/// `describe` shows a tool's description and parameters.
+#[test]
+fn describe_prints_a_tools_description_and_parameters() {
+    let srv = Server::start(&["--no-auth"]);
+    let (code, out, err) = cli(&srv.socket, &["describe", "file_read"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("file_read\n"), "{out}");
+    assert!(out.contains("path") && out.contains("required"), "{out}");
+    assert!(out.contains("default 2000"), "{out}");
+}

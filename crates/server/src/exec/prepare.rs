@@ -16,6 +16,7 @@ use toolsrv_sandbox::workdir::WorkDir;
 use super::cache::Same;
 use super::env::{compose, EnvParts};
 use super::Executor;
+use crate::registry::Lookup;
 use crate::server::Server;
 
 /// A request refused before anything ran; the text is the error result's.
@@ -109,6 +110,34 @@ fn open_cwd(
     Ok(Arc::new(WorkDir::open(&base.path().join(r))?))
 }
 
+impl Executor {
+    /// The loaded tool `name` of `agent`. A tool whose metadata file changed
+    /// since it was loaded is loaded again first (the agent's revision moves,
+    /// as for `load`); one that no longer loads is refused with the reason and
+    /// the command that loads it again.
+    fn current_tool(&self, server: &Server, agent: &str, name: &str) -> Result<Arc<Tool>, Refused> {
+        match server.registry.lookup_checked(agent, name) {
+            None => Err(Refused(format!(
+                "tool {name:?} is not loaded for agent {agent:?}"
+            ))),
+            Some(Lookup::Current(tool)) => Ok(tool),
+            Some(Lookup::Changed(old)) => match server.catalog.resolve(name) {
+                Ok(new) => {
+                    let rev = server.registry.load(agent, new);
+                    tracing::info!(agent, tool = name, rev, source = %old.source.display(), "tool file changed since it was loaded; reloaded");
+                    server.registry.lookup(agent, name).ok_or_else(|| {
+                        Refused(format!("tool {name:?} is not loaded for agent {agent:?}"))
+                    })
+                }
+                Err(e) => Err(Refused(format!(
+                    "tool {name:?} changed since it was loaded and no longer loads: {e} (fix {} and run `toolsrv load {agent} {name}`)",
+                    old.source.display()
+                ))),
+            },
+        }
+    }
+}
+
 /// The files a tool runs (for `advanced.add_exec`/`ldd`).
 fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
     let mut v = vec![program.to_path_buf()];
@@ -129,15 +158,7 @@ impl Executor {
         }
         let agent = payload.agent.as_str();
         self.rate.check(agent, Instant::now())?;
-        let tool = server
-            .registry
-            .lookup(agent, &payload.tool)
-            .ok_or_else(|| {
-                Refused(format!(
-                    "tool {:?} is not loaded for agent {agent:?}",
-                    payload.tool
-                ))
-            })?;
+        let tool = self.current_tool(server, agent, &payload.tool)?;
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
         let sandboxed = !server.config.yolo && !payload.bypass;
