@@ -23,7 +23,7 @@ pub mod raw;
 pub mod template;
 pub mod tool;
 
-pub use builtin::{builtin_files, write_builtin, BuiltinFile};
+pub use builtin::{builtin_files, install_builtin, write_builtin, BuiltinFile};
 pub use discover::Catalog;
 pub use error::MetaError;
 pub use host::Host;

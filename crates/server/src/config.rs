@@ -36,6 +36,9 @@ pub struct ServeConfig {
     pub max_output: u64,
     /// Pretend the kernel supports at most this Landlock ABI (a test hook).
     pub landlock_abi_limit: Option<i32>,
+    /// Where the built-in tool set is installed (once, content-addressed) when
+    /// the tools directory does not exist; `None`: a temporary directory per run.
+    pub builtin_cache: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -57,6 +60,7 @@ impl ServeConfig {
             bypass_timeout: Duration::from_secs(10 * 60),
             max_output: 8 << 20,
             landlock_abi_limit: None,
+            builtin_cache: None,
         }
     }
 }

@@ -72,6 +72,29 @@ pub struct Server {
     _builtin_dir: Option<tempfile::TempDir>,
 }
 
+/// Where the built-in tools are served from: the shared, content-addressed
+/// copy under `config.builtin_cache` (nothing left behind per run), else (or
+/// when that cannot be used) a temporary directory removed with the server.
+fn builtin_tools(
+    config: &ServeConfig,
+) -> std::io::Result<(std::path::PathBuf, Option<tempfile::TempDir>)> {
+    if let Some(base) = &config.builtin_cache {
+        match toolsrv_metadata::install_builtin(base) {
+            Ok(dir) => return Ok((dir, None)),
+            Err(e) => tracing::warn!(
+                base = %base.display(),
+                error = %e,
+                "cannot install the built-in tools there; using a temporary copy"
+            ),
+        }
+    }
+    let d = tempfile::Builder::new()
+        .prefix("toolsrv-builtin-")
+        .tempdir()?;
+    toolsrv_metadata::write_builtin(d.path())?;
+    Ok((d.path().to_path_buf(), Some(d)))
+}
+
 impl Server {
     /// A server for `config`. Fails only if the built-in tools cannot be
     /// written out (when the tools directory does not exist).
@@ -84,16 +107,13 @@ impl Server {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
             (config.tools_dir.clone(), None)
         } else {
-            let d = tempfile::Builder::new()
-                .prefix("toolsrv-builtin-")
-                .tempdir()?;
-            toolsrv_metadata::write_builtin(d.path())?;
+            let (dir, temp) = builtin_tools(&config)?;
             tracing::info!(
                 tools = %config.tools_dir.display(),
-                builtin = %d.path().display(),
+                builtin = %dir.display(),
                 "tools directory does not exist; serving the built-in tool set"
             );
-            (d.path().to_path_buf(), Some(d))
+            (dir, temp)
         };
         let auth = (!config.no_auth).then(SecretAuth::new);
         let started = SystemTime::now()

@@ -35,6 +35,17 @@ pub fn config_dir() -> PathBuf {
     home().join(".config").join("ollie")
 }
 
+/// toolsrv's cache directory: `$XDG_CACHE_HOME/toolsrv`, else
+/// `~/.cache/toolsrv` (`None` without a home directory).
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return Some(expand_tilde(Path::new(&p)).join("toolsrv"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty() && h != "/")
+        .map(|h| PathBuf::from(h).join(".cache").join("toolsrv"))
+}
+
 /// The default tools directory: the first entry of `$OLLIE_TOOLS_PATH`, else
 /// `<config dir>/tools`.
 pub fn default_tools_dir() -> PathBuf {

@@ -201,6 +201,7 @@ fn resolve(a: ServeArgs) -> Result<ServeConfig> {
     c.bypass_timeout = a.bypass_timeout;
     c.max_output = a.max_output;
     c.landlock_abi_limit = a.landlock_abi_limit;
+    c.builtin_cache = crate::paths::cache_dir();
     Ok(c)
 }
 

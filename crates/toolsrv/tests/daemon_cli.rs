@@ -324,3 +324,59 @@ fn describe_prints_a_tools_description_and_parameters() {
     assert!(out.contains("path") && out.contains("required"), "{out}");
     assert!(out.contains("default 2000"), "{out}");
 }
+
+/// Servers without a tools directory share one content-addressed copy of the
+/// built-in tools; servers killed with SIGKILL leave nothing behind (before,
+/// each start left a `toolsrv-builtin-XXXXXX` in the temporary directory).
+#[test]
+fn killed_servers_leave_no_copies_of_the_builtin_tools() {
+    let home = tempfile::tempdir().expect("home");
+    let tmp = tempfile::tempdir().expect("tmp");
+    for i in 0..3 {
+        let socket = home.path().join(format!("s{i}.sock"));
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .arg("--listen")
+            .arg(&socket)
+            .arg("--no-auth")
+            .arg("--cwd")
+            .arg(home.path())
+            .env("HOME", home.path())
+            .env_remove("XDG_CACHE_HOME")
+            .env("TMPDIR", tmp.path())
+            .env("OLLIE_CFG_PATH", home.path().join("cfg"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        assert!(wait_until(WAIT, || {
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        }));
+        let out = Command::new(bin())
+            .arg("--socket")
+            .arg(&socket)
+            .arg("all")
+            .output()
+            .expect("client");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("file_read"),
+            "{out:?}"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let litter: Vec<String> = std::fs::read_dir(tmp.path())
+        .expect("tmp")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("toolsrv-builtin-"))
+        .collect();
+    assert!(litter.is_empty(), "left behind: {litter:?}");
+    let copies = std::fs::read_dir(home.path().join(".cache/toolsrv"))
+        .expect("cache dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("builtin-"))
+        .count();
+    assert_eq!(copies, 1);
+}
