@@ -22,7 +22,7 @@ pub use payload::{
     validate_tool_name, NameError, Payload, PayloadError,
 };
 pub use procstat::{ProcStat, ProcState};
-pub use result::{Content, ToolResult};
+pub use result::{image_mime, Content, ToolResult};
 pub use size::{parse_size, SizeError};
 pub use timestamp::format_rfc3339_millis;
 pub use toolinfo::{ToolInfo, ToolSummary};

@@ -110,6 +110,14 @@ pub struct CallArgs {
     /// A sandbox profile (`sandbox/<name>.yaml` beside the policy).
     #[arg(long)]
     pub sandbox: Option<String>,
+    /// `call`: print the output as the tool writes it (the default when stdout
+    /// is a terminal); Ctrl-C then keeps what was printed.
+    #[arg(long)]
+    pub stream: bool,
+    /// `call`: wait for the whole result before printing (the default when
+    /// stdout is not a terminal).
+    #[arg(long, conflicts_with = "stream")]
+    pub no_stream: bool,
     /// The tool name.
     pub tool: String,
     /// Arguments as key=value (values may contain anything, including `=`).
@@ -174,6 +182,9 @@ pub enum Command {
         /// Only this agent's processes.
         #[arg(long)]
         agent: Option<String>,
+        /// Only processes still running (or awaiting approval).
+        #[arg(long)]
+        running: bool,
     },
     /// Show a process's state.
     Stat {

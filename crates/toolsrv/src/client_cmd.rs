@@ -119,7 +119,7 @@ fn check_agents(cmd: &Command) -> Result<()> {
         | Command::Rev { agent }
         | Command::Load { agent, .. }
         | Command::Unload { agent, .. } => Some(agent.as_str()),
-        Command::Ps { agent } => agent.as_deref(),
+        Command::Ps { agent, .. } => agent.as_deref(),
         _ => None,
     };
     if let Some(a) = agent {
@@ -184,7 +184,9 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         }
         Command::Call(a) => return crate::proc_cmd::call(&client, global, &a).await,
         Command::Bg(a) => return crate::proc_cmd::bg(&client, &a).await,
-        Command::Ps { agent } => crate::proc_cmd::ps(&client, global, agent.as_deref()).await?,
+        Command::Ps { agent, running } => {
+            crate::proc_cmd::ps(&client, global, agent.as_deref(), running).await?
+        }
         Command::Stat { pid } => crate::proc_cmd::stat(&client, global, pid).await?,
         Command::Out { pid, follow } => crate::proc_cmd::out(&client, pid, follow).await?,
         Command::Wait { pid } => return crate::proc_cmd::wait(&client, pid).await,
@@ -297,15 +299,22 @@ fn table(v: &serde_json::Value, cols: &[&str]) -> String {
 /// `toolsrv pending [-f]`: a readable line per request (JSON with `--json`).
 async fn pending(client: &Client, global: &Global, follow: bool) -> Result<()> {
     let mut watch = client.pending().await?;
+    let mut shown = 0usize;
     loop {
         let next = if follow {
             watch.next().await?
         } else {
             match tokio::time::timeout(std::time::Duration::from_millis(200), watch.next()).await {
                 Ok(r) => r?,
-                Err(_) => return Ok(()),
+                Err(_) => {
+                    if shown == 0 && !global.json {
+                        crate::logwriter::say!("toolsrv: no bypass request is pending");
+                    }
+                    return Ok(());
+                }
             }
         };
+        shown += 1;
         if global.json {
             outln!("{}", json_for_terminal(&serde_json::to_string(&next)?))?;
         } else {

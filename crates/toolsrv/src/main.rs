@@ -17,6 +17,7 @@ mod output;
 mod paths;
 mod proc_cmd;
 mod serve;
+mod stream;
 
 use std::process::ExitCode;
 

@@ -63,6 +63,11 @@ fn note_server_cwd(req: &CallRequest) {
 
 /// `toolsrv call`: run, print the result text, exit 1 on isError; Ctrl-C cancels.
 pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let stream = a.stream || (!a.no_stream && !global.json && std::io::stdout().is_terminal());
+    if stream {
+        return crate::stream::call(client, a).await;
+    }
     let mut req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
     let mut result = run_call(client, &req).await?;
@@ -129,6 +134,14 @@ fn print_result(r: &ToolResult) -> Result<()> {
 
 /// `toolsrv bg`: start, print the pid.
 pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
+    let pid = start_bg(client, a).await?;
+    outln!("{pid}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Start `a` in the background (in the caller's directory when the server
+/// accepts it); its pid.
+pub(crate) async fn start_bg(client: &Client, a: &CallArgs) -> Result<u64> {
     let mut req = request(a)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
     let pid = match client.spawn(&req).await {
@@ -139,13 +152,22 @@ pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
         }
         r => r?,
     };
-    outln!("{pid}")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(pid)
 }
 
 /// `toolsrv ps`.
-pub async fn ps(client: &Client, global: &Global, agent: Option<&str>) -> Result<()> {
-    let procs = client.ps(agent).await?;
+pub async fn ps(
+    client: &Client,
+    global: &Global,
+    agent: Option<&str>,
+    running: bool,
+) -> Result<()> {
+    let procs: Vec<_> = client
+        .ps(agent)
+        .await?
+        .into_iter()
+        .filter(|p| !running || !p.state.is_finished())
+        .collect();
     if global.json {
         return outln!("{}", json_for_terminal(&serde_json::to_string(&procs)?));
     }
@@ -167,10 +189,26 @@ pub async fn ps(client: &Client, global: &Global, agent: Option<&str>) -> Result
             p.state.as_str(),
             p.exit_code.map_or("-".into(), |c| c.to_string()),
             p.runtime_ms as f64 / 1000.0,
-            for_terminal(&p.command),
+            for_terminal(&short_command(&p.tool, &p.command)),
         )?;
     }
     Ok(())
+}
+
+/// A command line as a person wants to read it: the tool's name instead of
+/// the path of its file (`/root/.cache/toolsrv/builtin-…/shell --command 'ls'`
+/// is `shell --command 'ls'`).
+fn short_command<'a>(tool: &str, command: &'a str) -> std::borrow::Cow<'a, str> {
+    let (first, rest) = command.split_once(' ').unwrap_or((command, ""));
+    if first.starts_with('/') && first.rsplit('/').next() == Some(tool) {
+        if rest.is_empty() {
+            tool.to_string().into()
+        } else {
+            format!("{tool} {rest}").into()
+        }
+    } else {
+        command.into()
+    }
 }
 
 /// `toolsrv stat`.

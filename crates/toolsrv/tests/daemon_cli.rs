@@ -380,3 +380,56 @@ fn killed_servers_leave_no_copies_of_the_builtin_tools() {
         .count();
     assert_eq!(copies, 1);
 }
+
+/// `call --stream` prints output as the tool writes it, and Ctrl-C keeps what
+/// was printed and kills the tool (before, a call printed nothing until the
+/// tool ended, and Ctrl-C lost it all).
+#[test]
+fn a_streamed_call_prints_as_it_goes_and_ctrl_c_keeps_the_output() {
+    use std::io::Read;
+    let srv = Server::start(&["--no-auth"]);
+    let (code, out, err) = cli(
+        &srv.socket,
+        &[
+            "call",
+            "--stream",
+            "shell",
+            "command=echo a; echo b; exit 3",
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(out, "a\nb\nexit status 3\n", "{err}");
+    let mut child = Command::new(bin())
+        .arg("--socket")
+        .arg(&srv.socket)
+        .args([
+            "call",
+            "--stream",
+            "shell",
+            "command=echo first; exec sleep 30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("client");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 64];
+    while !String::from_utf8_lossy(&seen).contains("first") {
+        let n = stdout.read(&mut buf).expect("read");
+        assert!(n > 0, "the call ended before printing");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // Safety: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    let mut c = srv.attached();
+    assert!(
+        wait_until(WAIT, || crate::procs_util::list(&mut c, None)
+            .iter()
+            .all(|p| p["state"] != "running")),
+        "the tool still runs after Ctrl-C"
+    );
+}

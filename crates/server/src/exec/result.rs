@@ -2,22 +2,8 @@
 
 use base64::Engine;
 use toolsrv_metadata::OutputMode;
+use toolsrv_protocol::image_mime;
 use toolsrv_protocol::{ProcState, ToolResult};
-
-/// The image type of `bytes`, by magic number (PNG, JPEG, GIF, WebP).
-pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
-}
 
 /// Output text with `line` appended on a line of its own.
 fn with_line(output: &[u8], line: &str) -> String {
