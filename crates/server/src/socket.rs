@@ -65,6 +65,58 @@ impl Bound {
     }
 }
 
+/// The listening socket systemd passed (socket activation: `LISTEN_FDS`
+/// names descriptor 3), for the socket at `path`. The socket file belongs to
+/// systemd: [`Bound::close`] leaves it in place.
+///
+/// Descriptor 3 must be a listening Unix stream socket bound to `path`;
+/// anything else is an error naming what it is.
+pub fn inherited(path: &Path) -> Result<Bound, SocketError> {
+    use std::os::fd::FromRawFd;
+    const FD: i32 = 3;
+    let bad = |why: String| SocketError::Io {
+        what: "use the socket passed by the service manager for",
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, why),
+    };
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // Safety: fstat writes a `stat` into memory we own; no other pointer.
+    if unsafe { libc::fstat(FD, st.as_mut_ptr()) } != 0 {
+        return Err(bad(format!(
+            "LISTEN_FDS is set but descriptor 3 is not open ({})",
+            io::Error::last_os_error()
+        )));
+    }
+    // Safety: fstat succeeded, so the structure is initialised.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(bad("descriptor 3 is not a socket".into()));
+    }
+    // Safety: descriptor 3 is open and ours from now on (nothing else in
+    // this process uses it); it is a socket (checked above).
+    let std_listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(FD) };
+    let bound_to = std_listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(Path::to_path_buf));
+    if bound_to.as_deref() != Some(path) {
+        return Err(bad(format!(
+            "descriptor 3 is bound to {}, not to --listen",
+            bound_to.map_or_else(|| "no path".to_string(), |p| p.display().to_string())
+        )));
+    }
+    // Safety: fcntl on the descriptor we now own; no memory involved.
+    unsafe { libc::fcntl(FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+    std_listener
+        .set_nonblocking(true)
+        .map_err(io_err("configure", path))?;
+    Ok(Bound {
+        listener: UnixListener::from_std(std_listener).map_err(io_err("listen on", path))?,
+        path: path.to_path_buf(),
+        id: None,
+    })
+}
+
 /// Bind the server socket at `path` with mode 0600. An existing path is replaced
 /// only if it is a socket nobody answers on.
 pub fn bind(path: &Path) -> Result<Bound, SocketError> {

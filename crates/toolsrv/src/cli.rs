@@ -9,13 +9,21 @@ use clap::{Args, Parser, Subcommand};
 /// toolsrv: runs an AI agent's tools confined, observable and cancellable, served as
 /// a 9P2000 filesystem on a Unix socket. The same binary is the client.
 #[derive(Debug, Parser)]
-#[command(name = "toolsrv", version, about, propagate_version = true)]
+#[command(name = "toolsrv", version = VERSION, about, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The version line: the crate version and the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("TOOLSRV_GIT_REV"),
+    ")"
+);
 
 /// Flags every client command takes, before or after the subcommand.
 #[derive(Debug, Args, Clone)]
@@ -135,6 +143,13 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `toolsrv man | man -l -`.
+    Man,
     /// Show the server's platform and architecture.
     Info,
     /// List every tool available on the server's host.

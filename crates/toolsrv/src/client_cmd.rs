@@ -153,7 +153,9 @@ async fn stat_of(client: &Client, path: &str) -> Result<toolsrv_client::Stat> {
 async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<ExitCode> {
     let client = client.clone();
     match cmd {
-        Command::Serve(_) | Command::Init { .. } => unreachable!("handled in main"),
+        Command::Serve(_) | Command::Init { .. } | Command::Completions { .. } | Command::Man => {
+            unreachable!("handled in main")
+        }
         Command::All => {
             let data = client.read_file("all").await?;
             print_json(global, &data, |v| table(v, &["name", "description"]))?;

@@ -23,6 +23,7 @@ pub fn main(dir: Option<PathBuf>) -> ExitCode {
 
 fn run(dir: Option<PathBuf>) -> Result<()> {
     let dir = dir.map(|d| expand_tilde(&d)).unwrap_or_else(config_dir);
+    let is_default = dir == config_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut wrote = Vec::new();
     if let Some(p) = toolsrv_sandbox::policy::write_default(&dir)
@@ -44,5 +45,15 @@ fn run(dir: Option<PathBuf>) -> Result<()> {
     for p in wrote {
         outln!("wrote {}", p.display())?;
     }
-    Ok(())
+    if is_default {
+        outln!(
+            "`toolsrv serve --listen SOCKET` reads these by default (edit them; the policy is re-read when it changes)"
+        )
+    } else {
+        outln!(
+            "serve them with: toolsrv serve --listen SOCKET --sandbox {} --tools {}",
+            dir.join("sandbox.yaml").display(),
+            tools.display()
+        )
+    }
 }

@@ -4,6 +4,8 @@
 //! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
 //! - [`client_cmd`]: the client subcommands, over the client library.
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
+//! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
+//! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
 //! - [`output`]: printing that survives a closed stdout; escaping for the terminal.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
@@ -11,6 +13,7 @@
 mod cli;
 mod client_cmd;
 mod describe;
+mod docs;
 mod init;
 mod logwriter;
 mod output;
@@ -28,6 +31,8 @@ fn main() -> ExitCode {
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args),
         cli::Command::Init { dir } => init::main(dir),
+        cli::Command::Completions { shell } => docs::completions(shell),
+        cli::Command::Man => docs::man(),
         other => client_cmd::main(&cli.global, other),
     }
 }

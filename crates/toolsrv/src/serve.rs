@@ -56,6 +56,7 @@ fn scrub_environment() {
 /// Run the daemon; configuration errors found at startup exit 1.
 pub fn main(args: ServeArgs) -> ExitCode {
     let force_containment = std::env::var(toolsrv_sandbox::contain::FORCE_ENV).ok();
+    let activated = take_socket_activation();
     scrub_environment();
     let config = match resolve(args) {
         Ok(c) => c,
@@ -99,7 +100,7 @@ pub fn main(args: ServeArgs) -> ExitCode {
         }
     };
     let logs_to_file = config.log.is_some();
-    match rt.block_on(run(config, watchdog, containment)) {
+    match rt.block_on(run(config, watchdog, containment, activated)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Said once: on stderr, and in the log file when there is one.
@@ -237,14 +238,20 @@ async fn run(
     config: ServeConfig,
     watchdog: Option<Arc<toolsrv_server::watchdog::Watchdog>>,
     containment: Arc<Containment>,
+    activated: bool,
 ) -> Result<()> {
     // Handlers first: a signal that arrives once the socket exists must already
     // take the clean shutdown path.
     let signals = Signals::install()?;
     let policy = PolicyStore::open(&config.sandbox)?;
-    let bound = socket::bind(&config.listen)?;
+    let bound = if activated {
+        socket::inherited(&config.listen)?
+    } else {
+        socket::bind(&config.listen)?
+    };
     tracing::info!(
         socket = %config.listen.display(),
+        socket_activated = activated,
         cwd = %config.cwd.display(),
         tools = %config.tools_dir.display(),
         policy = %config.sandbox.display(),
@@ -275,6 +282,26 @@ async fn run(
     server.run(bound, shutdown).await;
     tracing::info!("toolsrv stopped");
     Ok(())
+}
+
+/// Whether a service manager passed the listening socket (systemd socket
+/// activation: `LISTEN_PID` is this process and `LISTEN_FDS` at least 1; the
+/// socket is descriptor 3). The variables are removed, as the protocol asks,
+/// so tools never see them. Called while the process is single-threaded.
+fn take_socket_activation() -> bool {
+    let pid_ok = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        == Some(std::process::id());
+    let fds = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        // Safety: single-threaded (before the runtime and the watchdog exist).
+        unsafe { std::env::remove_var(name) };
+    }
+    pid_ok && fds >= 1
 }
 
 /// Says at startup what contains a run here and how each limit is enforced;

@@ -433,3 +433,76 @@ fn a_streamed_call_prints_as_it_goes_and_ctrl_c_keeps_the_output() {
         "the tool still runs after Ctrl-C"
     );
 }
+
+/// Socket activation (systemd's `LISTEN_FDS`): the daemon serves the listening
+/// socket it was given as descriptor 3, and leaves the socket file (the
+/// service manager's) in place when it stops.
+#[test]
+fn the_daemon_serves_a_socket_passed_by_the_service_manager() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = tempfile::tempdir().expect("cwd");
+    let socket = dir.path().join("activated.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let fd = listener.as_raw_fd();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" \"$@\"")
+        .arg(bin())
+        .args(["serve", "--no-auth", "--listen"])
+        .arg(&socket)
+        .arg("--cwd")
+        .arg(cwd.path())
+        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // Safety: only dup2/fcntl (async-signal-safe) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0);
+            } else if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    drop(listener);
+    let (code, out, err) = cli(&socket, &["info"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("platform"), "{out}");
+    // Safety: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut status = None;
+    assert!(wait_until(WAIT, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    }));
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert!(
+        socket.exists(),
+        "the service manager's socket file was removed"
+    );
+}
+
+/// Completions, the manual page and `--version` come from the binary itself.
+#[test]
+fn completions_man_page_and_version() {
+    let run = |args: &[&str]| {
+        let out = Command::new(bin()).args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(&["completions", "bash"]).contains("_toolsrv"));
+    assert!(run(&["completions", "zsh"]).contains("#compdef toolsrv"));
+    let man = run(&["man"]);
+    assert!(man.contains(".TH toolsrv 1"), "{man}");
+    let v = run(&["--version"]);
+    assert!(
+        v.starts_with("toolsrv ") && v.contains(" (") && v.trim_end().ends_with(')'),
+        "{v}"
+    );
+}
