@@ -48,7 +48,7 @@ impl Tool {
                 )
             }
             ToolKind::Executable { program } => {
-                let program = self.resolve_program(program, None)?;
+                let program = self.resolve_program(program, None, false)?;
                 let mut argv = vec![program.to_string_lossy().into_owned()];
                 argv.extend(self.flag_args(args));
                 (program, argv)
@@ -59,7 +59,7 @@ impl Tool {
             } => {
                 let mut words = interpreter.split_whitespace();
                 let first = words.next().unwrap_or_default();
-                let program = self.resolve_program(Path::new(first), script.parent())?;
+                let program = self.resolve_program(Path::new(first), script.parent(), true)?;
                 let mut argv = vec![program.to_string_lossy().into_owned()];
                 argv.extend(words.map(str::to_string));
                 argv.push(script.to_string_lossy().into_owned());
@@ -129,8 +129,16 @@ impl Tool {
     }
 
     /// Makes `program` absolute: bare names through `PATH`, relative paths
-    /// against `base` (the tools directory) when given.
-    fn resolve_program(&self, program: &Path, base: Option<&Path>) -> Result<PathBuf, MetaError> {
+    /// against `base` (the tools directory) when given. An interpreter
+    /// (`interpreter_lookup`) is the first real program of that name in
+    /// `PATH`, passing over version-manager shims (scripts such as pyenv's
+    /// `~/.pyenv/shims/python3`, which exec things the sandbox does not grant).
+    fn resolve_program(
+        &self,
+        program: &Path,
+        base: Option<&Path>,
+        interpreter_lookup: bool,
+    ) -> Result<PathBuf, MetaError> {
         if program.is_absolute() {
             return Ok(program.to_path_buf());
         }
@@ -141,7 +149,12 @@ impl Tool {
             });
         }
         let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
-        find_in_path(program, &path).ok_or_else(|| MetaError::ProgramNotFound {
+        let found = if interpreter_lookup {
+            find_interpreter_in_path(program, &path)
+        } else {
+            find_in_path(program, &path)
+        };
+        found.ok_or_else(|| MetaError::ProgramNotFound {
             tool: self.name.clone(),
             program: program.to_string_lossy().into_owned(),
         })
@@ -151,14 +164,46 @@ impl Tool {
 /// Looks `name` up in the colon-separated directory list `path`, returning
 /// the first regular file with an execute bit.
 pub fn find_in_path(name: &Path, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    candidates_in_path(name, path).next()
+}
+
+/// Every regular file with an execute bit named `name` in `path`, in order.
+fn candidates_in_path<'a>(
+    name: &'a Path,
+    path: &'a std::ffi::OsStr,
+) -> impl Iterator<Item = PathBuf> + 'a {
     std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
+        .map(move |dir| dir.join(name))
+        .filter(|candidate| {
             candidate
                 .metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// Like [`find_in_path`], but the first candidate that is not a script (`#!`)
+/// wins: a shim of a version manager is a script that execs the real
+/// interpreter through files the sandbox does not grant. With only scripts of
+/// that name, the first one.
+pub fn find_interpreter_in_path(name: &Path, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    let mut first = None;
+    for c in candidates_in_path(name, path) {
+        if !is_script(&c) {
+            return Some(c);
+        }
+        first.get_or_insert(c);
+    }
+    first
+}
+
+/// Whether `file` starts with `#!`.
+fn is_script(file: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 2];
+    std::fs::File::open(file)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"#!")
 }
 
 /// `TOOL_ARGS` plus `ARG_<NAME>` for each scalar (string, number, boolean)

@@ -506,3 +506,55 @@ fn completions_man_page_and_version() {
         "{v}"
     );
 }
+
+/// `interpreter: python3` finds the real interpreter, not a version
+/// manager's shim earlier in `PATH` (a script that execs files the sandbox does
+/// not grant: it failed with "Permission denied", exit 126).
+#[test]
+fn an_interpreter_is_the_real_program_not_a_shim() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shims = dir.path().join("shims");
+    let libexec = dir.path().join("libexec");
+    std::fs::create_dir(&shims).expect("shims");
+    std::fs::create_dir(&libexec).expect("libexec");
+    crate::procs_util::write_tool(
+        &libexec,
+        "pyenv",
+        "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n",
+    );
+    crate::procs_util::write_tool(
+        &shims,
+        "python3",
+        &format!(
+            "#!/bin/sh\nexec {} \"$@\"\n",
+            libexec.join("pyenv").display()
+        ),
+    );
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).expect("tools");
+    std::fs::write(tools.join("hello"), "print('hello from python')\n").expect("script");
+    std::fs::write(
+        tools.join("hello.yaml"),
+        "description: Say hello\ninterpreter: python3\n",
+    )
+    .expect("meta");
+    let path = format!("{}:/usr/bin:/bin", shims.display());
+    let cwd = tempfile::tempdir().expect("cwd");
+    let cwd_path = cwd.path().to_path_buf();
+    let tools_s = tools.display().to_string();
+    let srv = crate::util::start_server_at(
+        cwd,
+        &cwd_path,
+        &[("PATH", &path)],
+        &["--no-auth", "--tools", &tools_s],
+    );
+    let mut c = srv.attached();
+    crate::procs_util::load(&mut c, "a1", "hello");
+    let r = crate::procs_util::call(&mut c, &[("tool", "hello"), ("agent", "a1")]);
+    assert_eq!(
+        crate::procs_util::ok_text(&r).trim(),
+        "hello from python",
+        "{r}"
+    );
+    drop(dir);
+}
