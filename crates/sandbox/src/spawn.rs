@@ -228,41 +228,24 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let (low, size) = stack.region();
     let mut pidfd: libc::c_int = -1;
     let arg = &launch.args as *const ChildArgs as *mut libc::c_void;
-    let mut outcome = clone3::Outcome::Unavailable;
-    for into_cgroup in cgroup_attempts(&spec.join) {
-        // The child reads this only after `clone3` succeeded, and each attempt
-        // that failed started no child.
-        launch
-            .args
-            .join_by_procs
-            .store(!into_cgroup, Ordering::Relaxed);
-        let extra = clone3::Extra {
-            flags: spec.join.namespace_flags(),
-            cgroup: into_cgroup.then_some(spec.join.cgroup),
-        };
-        // Safety: the child runs `child_main` on `stack` and reads only the launch,
-        // which is boxed (stable address) and kept unchanged until the kernel clears
-        // `in_use` (the `Child` owns it; `launch::retire` parks it while the child may
-        // still read it); the stack is lent (`launch::lend`) until then too.
-        // `child_main` makes raw system calls only, which leave this thread's errno
-        // alone (`sys`).
-        outcome = unsafe {
-            clone3::clone3(
-                clone3::Mode::Detached {
-                    in_use: &launch.in_use,
-                },
-                extra,
-                child::child_main,
-                arg,
-                low,
-                size,
-                &mut pidfd,
-            )
-        };
-        if matches!(outcome, clone3::Outcome::Started(_)) {
-            break;
-        }
-    }
+    // Safety: the child runs `child_main` on `stack` and reads only the launch,
+    // which is boxed (stable address) and kept unchanged until the kernel clears
+    // `in_use` (the `Child` owns it; `launch::retire` parks it while the child may
+    // still read it); the stack is lent (`launch::lend`) until then too.
+    // `child_main` makes raw system calls only, which leave this thread's errno
+    // alone (`sys`).
+    let outcome = unsafe {
+        clone_into_run(
+            clone3::Mode::Detached {
+                in_use: &launch.in_use,
+            },
+            &launch.args,
+            &spec.join,
+            arg,
+            (low, size),
+            &mut pidfd,
+        )
+    };
     let pid = match outcome {
         clone3::Outcome::Started(pid) => {
             launch::lend(stack, launch.in_use.clone());
@@ -320,30 +303,18 @@ fn clone_vfork(
     let (low, size) = stack.region();
     args.reset_signals
         .store(clone3::ignored_signals(), Ordering::Relaxed);
-    let mut first = clone3::Outcome::Unavailable;
-    for into_cgroup in cgroup_attempts(join) {
-        args.join_by_procs.store(!into_cgroup, Ordering::Relaxed);
-        let extra = clone3::Extra {
-            flags: join.namespace_flags(),
-            cgroup: into_cgroup.then_some(join.cgroup),
-        };
-        // Safety: as for `clone` in `clone_legacy`; `region` is the same unused stack,
-        // and the top of an mmap'd region is page- (so 16-byte) aligned.
-        first = unsafe {
-            clone3::clone3(
-                clone3::Mode::Vfork,
-                extra,
-                child::child_main,
-                arg,
-                low,
-                size,
-                &mut pidfd,
-            )
-        };
-        if matches!(first, clone3::Outcome::Started(_)) {
-            break;
-        }
-    }
+    // Safety: as for `clone` in `clone_legacy`; `region` is the same unused stack,
+    // and the top of an mmap'd region is page- (so 16-byte) aligned.
+    let first = unsafe {
+        clone_into_run(
+            clone3::Mode::Vfork,
+            args,
+            join,
+            arg,
+            (low, size),
+            &mut pidfd,
+        )
+    };
     let started = match first {
         clone3::Outcome::Started(pid) => Ok(pid),
         clone3::Outcome::Failed(errno) => Err(errno),
@@ -367,15 +338,53 @@ fn clone_vfork(
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
 }
 
-/// Whether to ask `clone3` for `CLONE_INTO_CGROUP`: first yes (when there is a
-/// v2 group), then, if the kernel refused, no (the child writes itself into
-/// the group's `cgroup.procs` instead).
-fn cgroup_attempts(join: &Join) -> &'static [bool] {
-    if join.cgroup >= 0 {
+/// `clone3` of the child into its run: started in the run's v2 group
+/// (`CLONE_INTO_CGROUP`) when there is one, and if the kernel refuses that,
+/// again without it (the child then writes itself into the group's
+/// `cgroup.procs`), with the run's namespaces either way.
+///
+/// # Safety
+/// As for [`clone3::clone3`] with `mode`, `child_main`, `arg` (which points at
+/// `args`) and the stack `region`.
+unsafe fn clone_into_run(
+    mode: clone3::Mode<'_>,
+    args: &ChildArgs,
+    join: &Join,
+    arg: *mut libc::c_void,
+    region: (*mut libc::c_void, usize),
+    pidfd: &mut libc::c_int,
+) -> clone3::Outcome {
+    let attempts: &[bool] = if join.cgroup >= 0 {
         &[true, false]
     } else {
         &[false]
+    };
+    let mut outcome = clone3::Outcome::Unavailable;
+    for &into_cgroup in attempts {
+        // The child reads this only after `clone3` succeeded, and an attempt
+        // that failed started no child.
+        args.join_by_procs.store(!into_cgroup, Ordering::Relaxed);
+        let extra = clone3::Extra {
+            flags: join.namespace_flags(),
+            cgroup: into_cgroup.then_some(join.cgroup),
+        };
+        // Safety: forwarded to the caller's contract.
+        outcome = unsafe {
+            clone3::clone3(
+                mode,
+                extra,
+                child::child_main,
+                arg,
+                region.0,
+                region.1,
+                pidfd,
+            )
+        };
+        if matches!(outcome, clone3::Outcome::Started(_)) {
+            break;
+        }
     }
+    outcome
 }
 
 /// Runs `f` with every signal blocked in this thread, then restores the mask:

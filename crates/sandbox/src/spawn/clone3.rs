@@ -102,6 +102,7 @@ pub(crate) fn ignored_signals() -> u64 {
 }
 
 /// How the parent waits for the child.
+#[derive(Clone, Copy)]
 pub(crate) enum Mode<'a> {
     /// `CLONE_VFORK`: this thread stays suspended until the child has exec'd or
     /// exited.
