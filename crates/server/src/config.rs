@@ -36,6 +36,18 @@ pub struct ServeConfig {
     pub max_output: u64,
     /// Pretend the kernel supports at most this Landlock ABI (a test hook).
     pub landlock_abi_limit: Option<i32>,
+    /// `--secret-file`: where the pinned secret was read from (carved out of
+    /// every sandbox rule).
+    pub secret_file: Option<PathBuf>,
+    /// The pinned secret read from `secret_file`; `None`: the first accepted
+    /// secret is stored.
+    pub pinned_secret: Option<crate::secret_file::Secret>,
+    /// At most this many connections served at once.
+    pub max_connections: usize,
+    /// A connection that has not attached within this long is closed.
+    pub auth_timeout: Duration,
+    /// Bounds on finished processes and running background processes.
+    pub retention: crate::procs::Retention,
 }
 
 impl ServeConfig {
@@ -57,6 +69,11 @@ impl ServeConfig {
             bypass_timeout: Duration::from_secs(10 * 60),
             max_output: 8 << 20,
             landlock_abi_limit: None,
+            secret_file: None,
+            pinned_secret: None,
+            max_connections: 1024,
+            auth_timeout: Duration::from_secs(10),
+            retention: crate::procs::Retention::default(),
         }
     }
 }
