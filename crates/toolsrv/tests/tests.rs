@@ -7,6 +7,7 @@ mod auth;
 mod bypass;
 mod containment;
 mod escapes;
+mod hostile;
 mod interop;
 mod lifecycle;
 mod lifecycle_idle;
