@@ -8,8 +8,8 @@ use serde_json::Value;
 use toolsrv_wire::{Body, OREAD};
 
 use crate::procs_util::{
-    bg, call, call_held, error_text, final_stat, is_millis_timestamp, list, ok_text, only_proc,
-    payload, start_read, stat, subdir, tools_session, PROCSTAT_KEYS,
+    bg, call_held, error_text, final_stat, is_millis_timestamp, list, ok_text, only_proc, payload,
+    start_read, stat, subdir, tools_session, PROCSTAT_KEYS,
 };
 use crate::util::{wait_until, Raw, WAIT};
 
