@@ -81,6 +81,8 @@ pub struct ServerOpts {
     /// `TOOLSRV_CONTAINMENT` for the server (`Some("none")`: runs are not put
     /// in kernel groups, the figure before containment existed).
     pub containment: Option<&'static str>,
+    /// More `serve` flags.
+    pub extra: Vec<&'static str>,
 }
 
 impl ServerProcess {
@@ -124,6 +126,7 @@ impl ServerProcess {
         if let Some(t) = &opts.tools {
             cmd.arg("--tools").arg(t);
         }
+        cmd.args(&opts.extra);
         match opts.containment {
             Some(c) => cmd.env("TOOLSRV_CONTAINMENT", c),
             None => cmd.env_remove("TOOLSRV_CONTAINMENT"),

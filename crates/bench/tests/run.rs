@@ -172,6 +172,24 @@ fn sandbox_reports_yolo_bwrap_and_the_loaded_spawn_rate() {
 }
 
 #[test]
+fn load_reports_failures_zombies_descriptors_and_peak_rss() {
+    let out = bench(&["load", "--iters", "20"]);
+    assert!(
+        out.contains("== load: 32 agents x 20 mixed calls") && out.contains("100 hostile idle"),
+        "{out}"
+    );
+    let calls = line_of(&out, "load calls");
+    assert!(
+        calls.contains("640 calls in") && calls.contains("failures 0 (goal 0: met)"),
+        "{calls}"
+    );
+    assert!(line_of(&out, "load hostile").contains("100 idle connections held"));
+    assert!(line_of(&out, "load zombies").contains("0 (goal 0: met)"));
+    assert!(line_of(&out, "load descriptors").contains("(goal: back to baseline: met)"));
+    assert!(line_of(&out, "load peak RSS").contains("MiB | idle server "));
+}
+
+#[test]
 fn unknown_bench_and_bad_iters_exit_2() {
     let bench = env!("CARGO_BIN_EXE_toolsrv-bench");
     let out = Command::new(bench).arg("nope").output().expect("run");

@@ -2,7 +2,9 @@
 //!
 //! The first accepted secret is stored (in memory only) and a 64-hex-digit session
 //! token is created; later clients must present the same secret and get the same
-//! token. The secret is compared in constant time and never logged.
+//! token. The secret is compared in constant time and never logged. With
+//! `--secret-file` the secret is pinned at startup ([`SecretAuth::pinned`]): no
+//! client can set another.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +31,17 @@ impl SecretAuth {
     /// A fresh authenticator with no secret stored.
     pub fn new() -> Arc<SecretAuth> {
         Arc::new(SecretAuth::default())
+    }
+
+    /// An authenticator that accepts only `secret` (`serve --secret-file`):
+    /// it is stored, with its token, before any client comes.
+    pub fn pinned(secret: &[u8]) -> Arc<SecretAuth> {
+        Arc::new(SecretAuth {
+            stored: Mutex::new(Some(Stored {
+                secret: secret.to_vec(),
+                token: hex::encode(rand::random::<[u8; 32]>()),
+            })),
+        })
     }
 
     /// The session token, once a secret was stored.

@@ -39,6 +39,18 @@ pub struct ServeConfig {
     /// Where the built-in tool set is installed (once, content-addressed) when
     /// the tools directory does not exist; `None`: a temporary directory per run.
     pub builtin_cache: Option<PathBuf>,
+    /// `--secret-file`: where the pinned secret was read from (carved out of
+    /// every sandbox rule).
+    pub secret_file: Option<PathBuf>,
+    /// The pinned secret read from `secret_file`; `None`: the first accepted
+    /// secret is stored.
+    pub pinned_secret: Option<crate::secret_file::Secret>,
+    /// At most this many connections served at once.
+    pub max_connections: usize,
+    /// A connection that has not attached within this long is closed.
+    pub auth_timeout: Duration,
+    /// Bounds on finished processes and running background processes.
+    pub retention: crate::procs::Retention,
 }
 
 impl ServeConfig {
@@ -61,6 +73,11 @@ impl ServeConfig {
             max_output: 8 << 20,
             landlock_abi_limit: None,
             builtin_cache: None,
+            secret_file: None,
+            pinned_secret: None,
+            max_connections: 1024,
+            auth_timeout: Duration::from_secs(10),
+            retention: crate::procs::Retention::default(),
         }
     }
 }

@@ -1,14 +1,17 @@
 //! Reusable kinds of synthetic files.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio_util::sync::CancellationToken;
-use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode};
+use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode, Reservation};
 
-/// The largest request a write-then-read file accepts.
+/// The largest request one open write-then-read file accepts. The connection's
+/// requests together are bounded too ([`toolsrv_vfs::limits::MAX_REQUEST_BYTES`]):
+/// the bytes are held from the write until the evaluation ends.
 pub const MAX_REQUEST: usize = 16 << 20;
 
 /// `data[offset..offset+count]`, empty past the end: always as much as was asked
@@ -44,9 +47,26 @@ impl Handle for Snapshot {
     }
 }
 
+/// What to do once a read returned a request's response and its fid was then
+/// clunked (a synchronous call's process entry is dismissed then).
+pub type AfterAnswer = Box<dyn FnOnce() + Send + Sync>;
+
 /// What a write-then-read file does with its request.
 #[async_trait]
 pub trait Request: Send + Sync + 'static {
+    /// [`Request::evaluate`], also returning what to do once a read returned
+    /// the response and the fid was clunked after it (default: nothing).
+    async fn evaluate_answer(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        conn: ConnInfo,
+        cancel: CancellationToken,
+    ) -> Result<(Vec<u8>, Option<AfterAnswer>), Error> {
+        self.evaluate(request, conn, cancel)
+            .await
+            .map(|r| (r, None))
+    }
+
     /// Evaluate `request` (everything written, concatenated). Runs in its own
     /// task, so a flushed read does not stop it; `cancel` fires when the fid is
     /// clunked.
@@ -78,7 +98,9 @@ impl<R: Request> File for WriteThenRead<R> {
             req: self.0.clone(),
             conn: conn.clone(),
             cancel: CancellationToken::new(),
-            state: Mutex::new(State::Writing(Vec::new())),
+            state: Mutex::new(State::Writing(Vec::new(), conn.requests.reservation())),
+            after: Arc::new(Mutex::new(None)),
+            answered: AtomicBool::new(false),
         }))
     }
 }
@@ -86,7 +108,8 @@ impl<R: Request> File for WriteThenRead<R> {
 type Response = Shared<BoxFuture<'static, Result<Arc<Vec<u8>>, Error>>>;
 
 enum State {
-    Writing(Vec<u8>),
+    /// The request so far, and its share of the connection's request budget.
+    Writing(Vec<u8>, Reservation),
     Evaluating(Response),
 }
 
@@ -95,6 +118,10 @@ struct RequestHandle<R> {
     conn: ConnInfo,
     cancel: CancellationToken,
     state: Mutex<State>,
+    /// Set when the evaluation ends; run at clunk if a read returned the response.
+    after: Arc<Mutex<Option<AfterAnswer>>>,
+    /// A read returned (part of) the response.
+    answered: AtomicBool,
 }
 
 impl<R: Request> RequestHandle<R> {
@@ -103,16 +130,32 @@ impl<R: Request> RequestHandle<R> {
         if let State::Evaluating(r) = &*st {
             return Ok(r.clone());
         }
-        let State::Writing(buf) = std::mem::replace(&mut *st, State::Writing(Vec::new())) else {
+        if let State::Writing(buf, _) = &*st {
+            if buf.is_empty() && !self.req.evaluate_unwritten() {
+                self.req.unwritten()?;
+            }
+        }
+        let empty = State::Writing(Vec::new(), self.conn.requests.reservation());
+        let State::Writing(buf, held) = std::mem::replace(&mut *st, empty) else {
             unreachable!("checked above")
         };
-        if buf.is_empty() && !self.req.evaluate_unwritten() {
-            self.req.unwritten()?;
-        }
-        let mut eval = self
+        let eval = self
             .req
             .clone()
-            .evaluate(buf, self.conn.clone(), self.cancel.clone());
+            .evaluate_answer(buf, self.conn.clone(), self.cancel.clone());
+        // The request's bytes stay reserved until its evaluation ends.
+        let slot = self.after.clone();
+        let mut eval = async move {
+            let r = eval.await;
+            drop(held);
+            r.map(|(bytes, after)| {
+                if after.is_some() {
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = after;
+                }
+                bytes
+            })
+        }
+        .boxed();
         // Run the evaluation as far as it goes without waiting, right here (for
         // `proc/new`: prepare and spawn the tool), then let its own task carry
         // on: the tool starts without a task hand-off (often to the other
@@ -145,12 +188,13 @@ impl<R: Request> Handle for RequestHandle<R> {
     async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *st {
-            State::Writing(buf) => {
+            State::Writing(buf, held) => {
                 if buf.len() + data.len() > MAX_REQUEST {
                     return Err(Error::new(format!(
                         "request too large: more than {MAX_REQUEST} bytes"
                     )));
                 }
+                held.grow(data.len())?;
                 buf.extend_from_slice(&data);
                 Ok(data.len() as u32)
             }
@@ -162,10 +206,17 @@ impl<R: Request> Handle for RequestHandle<R> {
 
     async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
         let resp = self.response()?.await?;
+        self.answered.store(true, Ordering::Release);
         Ok(slice_at(&resp, offset, count))
     }
 
     fn clunk(&self) {
         self.cancel.cancel();
+        if self.answered.load(Ordering::Acquire) {
+            let after = self.after.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(f) = after {
+                f();
+            }
+        }
     }
 }

@@ -1,11 +1,11 @@
 //! [`Server`]: the state behind the namespace, and the accept loop.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
-use toolsrv_vfs::{Auth, ConnInfo, NoAuth, Node};
+use toolsrv_vfs::{Auth, NoAuth, Node};
 
 use toolsrv_metadata::{Catalog, Host};
 
@@ -23,7 +23,8 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// the policy file and its profiles directory (a tool that writes them widens
 /// its next sandbox), the tools directory as configured and as served (a tool
 /// that writes there changes what the next call runs), the socket (a tool
-/// that replaces it collects the next client's secret) and `<socket>.secret`.
+/// that replaces it collects the next client's secret), `<socket>.secret` and
+/// the `--secret-file`.
 fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
@@ -40,6 +41,9 @@ fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::p
         config.listen.clone(),
         secret.into(),
     ]
+    .into_iter()
+    .chain(config.secret_file.clone())
+    .collect()
 }
 
 /// The daemon's state: configuration, authentication, and (as later layers land)
@@ -50,11 +54,11 @@ pub struct Server {
     /// The secret and token (`None` under `--no-auth`).
     pub auth: Option<Arc<SecretAuth>>,
     /// Start time, shown as mtime in stat entries.
-    started: u32,
+    pub(crate) started: u32,
     /// Connection numbers for logs.
-    next_conn: AtomicU64,
+    pub(crate) next_conn: AtomicU64,
     /// The owner name shown in stat entries.
-    user: Arc<str>,
+    pub(crate) user: Arc<str>,
     /// Tool discovery over the tools directory (or the built-in set).
     pub catalog: Catalog,
     /// Loaded tools per agent.
@@ -115,7 +119,10 @@ impl Server {
             );
             (dir, temp)
         };
-        let auth = (!config.no_auth).then(SecretAuth::new);
+        let auth = (!config.no_auth).then(|| match &config.pinned_secret {
+            Some(s) => SecretAuth::pinned(s.bytes()),
+            None => SecretAuth::new(),
+        });
         let started = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as u32)
@@ -141,7 +148,7 @@ impl Server {
             registry: Registry::new(),
             executor,
             activity: crate::lifecycle::Activity::default(),
-            procs: ProcTable::new(config.max_output),
+            procs: ProcTable::new(config.max_output, config.retention),
             broker: Broker::default(),
             _builtin_dir: builtin_dir,
             config,
@@ -157,23 +164,38 @@ impl Server {
     /// Run a synchronous request (`proc/new`) to its end; `cancel` (the fid's clunk)
     /// kills it.
     pub async fn call(self: &Arc<Self>, payload: &[u8], cancel: CancellationToken) -> ToolResult {
+        self.call_tracked(payload, cancel).await.0
+    }
+
+    /// [`Server::call`], also returning the pid of the process it ran, if any.
+    pub async fn call_tracked(
+        self: &Arc<Self>,
+        payload: &[u8],
+        cancel: CancellationToken,
+    ) -> (ToolResult, Option<u64>) {
         let prep = match self.executor.prepare(self, payload) {
             Ok(p) => p,
-            Err(Refused(text)) => return ToolResult::error(text),
+            Err(Refused(text)) => return (ToolResult::error(text), None),
         };
-        let proc = self
-            .procs
-            .create(spec_of(&prep, false), initial_state(&prep), Some(&cancel));
+        let proc =
+            match self
+                .procs
+                .create(spec_of(&prep, false), initial_state(&prep), Some(&cancel))
+            {
+                Ok(p) => p,
+                Err(e) => return (ToolResult::error(e.to_string()), None),
+            };
         self.run_request(&proc, &prep).await;
         let (state, code) = proc.outcome();
-        crate::exec::result::build(
+        let result = crate::exec::result::build(
             state,
             code.unwrap_or(-1),
             &proc.output.snapshot(),
             prep.output_mode(),
             prep.timeout,
         )
-        .with_last_lines(&proc.limits_reached())
+        .with_last_lines(&proc.limits_reached());
+        (result, Some(proc.pid))
     }
 
     /// Start a background request (`proc/new.bg`); returns its pid at once (also
@@ -182,7 +204,8 @@ impl Server {
         let prep = self.executor.prepare(self, payload)?;
         let proc = self
             .procs
-            .create(spec_of(&prep, true), initial_state(&prep), None);
+            .create(spec_of(&prep, true), initial_state(&prep), None)
+            .map_err(|e| Refused(e.to_string()))?;
         let pid = proc.pid;
         let server = self.clone();
         tokio::spawn(async move {
@@ -314,46 +337,7 @@ impl Server {
             tokio::spawn(self.clone().idle_monitor(idle, shutdown.clone()));
         }
         let auth = self.auth_policy();
-        // Safety: getuid has no preconditions and cannot fail.
-        let my_uid = unsafe { libc::getuid() };
-        loop {
-            let stream = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                r = listener.accept() => match r {
-                    Ok((s, _)) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            let (peer_uid, peer_pid) = socket::peer(&stream);
-            socket::enlarge_send_buffer(&stream);
-            if !socket::peer_allowed(peer_uid, my_uid) {
-                tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
-                continue;
-            }
-            let info = ConnInfo {
-                id: self.next_conn.fetch_add(1, Ordering::Relaxed),
-                peer_uid,
-                peer_pid,
-                // Decided now, while the peer certainly exists; unsure counts as a tool.
-                peer_is_descendant: peer_pid
-                    .is_none_or(|p| is_descendant_of_self(p) != Some(false)),
-                user: self.user.clone(),
-                mtime: self.started,
-            };
-            tracing::debug!(conn = info.id, ?peer_pid, "connection accepted");
-            let (root, auth) = (root.clone(), auth.clone());
-            let conn = self.activity.connection();
-            tokio::spawn(async move {
-                let id = info.id;
-                toolsrv_vfs::serve_connection(stream, root, auth, info).await;
-                drop(conn);
-                tracing::debug!(conn = id, "connection closed");
-            });
-        }
+        self.accept_loop(listener, root, auth, &shutdown).await;
         bound.close();
         self.shut_down().await;
     }
@@ -370,7 +354,7 @@ fn initial_state(prep: &Prepared) -> ProcState {
 
 /// Whether `pid` is a descendant of this process (its parent chain reaches us);
 /// `None` when that cannot be told (the process is gone, `/proc` unreadable).
-fn is_descendant_of_self(pid: i32) -> Option<bool> {
+pub(crate) fn is_descendant_of_self(pid: i32) -> Option<bool> {
     let me = std::process::id() as i32;
     let mut p = pid;
     for _ in 0..4096 {

@@ -92,6 +92,21 @@ pub struct ServeArgs {
     /// The per-process output safety limit (bytes, or KiB/MiB/GiB).
     #[arg(long, value_name = "BYTES", value_parser = size, default_value = "8MiB")]
     pub max_output: u64,
+    /// Serve at most this many connections at once; beyond it a new connection is closed at once.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Close a connection that has not attached within this long (0: never).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
+    pub auth_timeout: Duration,
+    /// The output kept by all finished processes together (bytes, or KiB/MiB/GiB); the oldest finished are dismissed beyond it.
+    #[arg(long, value_name = "BYTES", value_parser = size, default_value = "128MiB")]
+    pub max_finished_output: u64,
+    /// Finished processes kept; the oldest finished are dismissed beyond it.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_finished: usize,
+    /// Background processes one agent may have running (or awaiting approval) at once.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_background: u32,
     /// Test hook: pretend the kernel supports at most this Landlock ABI.
     #[arg(long, hide = true, value_name = "N")]
     pub landlock_abi_limit: Option<i32>,

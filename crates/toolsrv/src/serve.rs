@@ -54,11 +54,11 @@ fn scrub_environment() {
 }
 
 /// Run the daemon; configuration errors found at startup exit 1.
-pub fn main(args: ServeArgs) -> ExitCode {
+pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     let force_containment = std::env::var(toolsrv_sandbox::contain::FORCE_ENV).ok();
     let activated = take_socket_activation();
     scrub_environment();
-    let config = match resolve(args) {
+    let mut config = match resolve(args, secret_file) {
         Ok(c) => c,
         Err(e) => {
             say!("toolsrv: {e:#}");
@@ -69,6 +69,8 @@ pub fn main(args: ServeArgs) -> ExitCode {
         say!("toolsrv: {e:#}");
         return ExitCode::from(1);
     }
+    fit_descriptor_limit(&mut config);
+    map_large_allocations();
     // Before any thread exists: make this server's groups (and remove those of
     // dead servers), fork the watchdog that tears them down if the server dies,
     // and become the subreaper of everything our tools start.
@@ -138,8 +140,45 @@ fn worker_threads() -> usize {
         .unwrap_or(1)
 }
 
+/// Have the allocator map blocks of 2 MiB and more on their own, so that the
+/// memory of a dismissed process's output (two such blocks) goes back to the
+/// system when it is freed. glibc's default threshold rises with every such
+/// block freed, after which they come from the heap, whose freed pages it
+/// keeps: the server's memory then stays at its high-water mark instead of
+/// following the retention budget (CONTRACT §12). Call while single-threaded.
+fn map_large_allocations() {
+    #[cfg(target_env = "gnu")]
+    // Safety: mallopt only changes a tuning parameter of the allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 2 << 20);
+    }
+}
+
+/// Raise the descriptor limit so that `--max-connections` fits (CONTRACT §12);
+/// where the hard limit does not allow it, serve fewer connections and say so.
+fn fit_descriptor_limit(config: &mut ServeConfig) {
+    use toolsrv_server::fdlimit::{raise_nofile, HEADROOM};
+    let want = config.max_connections as u64 + HEADROOM;
+    match raise_nofile(want) {
+        Ok(soft) if soft < want => {
+            let fit = usize::try_from(soft.saturating_sub(HEADROOM))
+                .unwrap_or(usize::MAX)
+                .max(1);
+            tracing::warn!(
+                descriptor_limit = soft,
+                max_connections = config.max_connections,
+                serving = fit,
+                "the descriptor limit cannot be raised enough for --max-connections; serving fewer connections"
+            );
+            config.max_connections = fit;
+        }
+        Ok(soft) => tracing::debug!(descriptor_limit = soft, "descriptor limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+    }
+}
+
 /// Turn flags into a validated [`ServeConfig`].
-fn resolve(a: ServeArgs) -> Result<ServeConfig> {
+fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
     let cwd = match a.cwd {
         Some(p) => expand_tilde(&p),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -203,6 +242,23 @@ fn resolve(a: ServeArgs) -> Result<ServeConfig> {
     c.max_output = a.max_output;
     c.landlock_abi_limit = a.landlock_abi_limit;
     c.builtin_cache = crate::paths::cache_dir();
+    c.max_connections = a.max_connections as usize;
+    c.auth_timeout = a.auth_timeout;
+    c.retention = toolsrv_server::procs::Retention {
+        max_output_bytes: a.max_finished_output,
+        max_finished: a.max_finished,
+        max_background_per_agent: a.max_background as usize,
+    };
+    if let Some(f) = secret_file {
+        if a.no_auth {
+            bail!("--secret-file and --no-auth cannot be used together");
+        }
+        let f = expand_tilde(&f);
+        // Safety: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        c.pinned_secret = Some(toolsrv_server::secret_file::load(&f, uid)?);
+        c.secret_file = Some(std::path::absolute(&f).unwrap_or(f));
+    }
     Ok(c)
 }
 
@@ -255,7 +311,8 @@ async fn run(
         cwd = %config.cwd.display(),
         tools = %config.tools_dir.display(),
         policy = %config.sandbox.display(),
-        auth = if config.no_auth { "off" } else { "secret" },
+        auth = if config.no_auth { "off" } else if config.pinned_secret.is_some() { "pinned secret (--secret-file)" } else { "secret" },
+        max_connections = config.max_connections,
         yolo = config.yolo,
         landlock_abi = toolsrv_sandbox::confine::landlock_abi(),
         "toolsrv serving"

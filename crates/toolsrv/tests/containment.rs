@@ -395,9 +395,18 @@ fn a_sync_result_ends_with_the_limit_line() {
 #[test]
 fn an_allocation_over_the_memory_limit_ends_the_run_as_killed() {
     let (srv, mut c) = server(Some("  memory: 64MiB"), &[], &[]);
-    let r = call_shell(
+    // The fid stays open so the entry stays (CONTRACT §12) to be listed below.
+    let r = crate::procs_util::call_held(
         &mut c,
-        "perl -e '$x = \"a\" x (512*1024*1024); print length($x)'",
+        91,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            (
+                "command",
+                "perl -e '$x = \"a\" x (512*1024*1024); print length($x)'",
+            ),
+        ],
     );
     let text = error_text(&r);
     assert!(
@@ -407,6 +416,7 @@ fn an_allocation_over_the_memory_limit_ends_the_run_as_killed() {
     let mut o = srv.attached();
     let procs = crate::procs_util::list(&mut o, None);
     assert_eq!(procs[0]["state"], "killed", "{}", procs[0]);
+    c.ok(toolsrv_wire::Body::Tclunk { fid: 91 });
     // The server is unharmed and serves the next call.
     let r = call_shell(&mut c, "echo still here");
     assert_eq!(crate::procs_util::ok_text(&r).trim(), "still here");

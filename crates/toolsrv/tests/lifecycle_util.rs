@@ -376,6 +376,7 @@ impl FakeOllie {
                         peer_is_descendant: false,
                         user: "ollie".into(),
                         mtime: 0,
+                        requests: Default::default(),
                     };
                     let auth: Arc<dyn toolsrv_vfs::Auth> = Arc::new(toolsrv_vfs::NoAuth);
                     tokio::spawn(toolsrv_vfs::serve_connection(

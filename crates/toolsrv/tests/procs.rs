@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use toolsrv_wire::Body;
 
 use crate::procs_util::{
-    bg, call, error_text, final_stat, ok_text, only_proc, start_read, stat, text, tools_server,
-    tools_session,
+    bg, call, call_held, error_text, final_stat, ok_text, only_proc, start_read, stat, text,
+    tools_server, tools_session,
 };
 use crate::util::WAIT;
 
@@ -209,8 +209,10 @@ fn typed_arguments_convert_and_conversion_errors_name_the_argument() {
     ));
     let e = bg(&mut c, &[("tool", "typed"), ("agent", "a1"), ("n", "2.5")]).unwrap_err();
     assert_eq!(e, sync);
-    // Nothing ran for any refused request.
-    assert_eq!(crate::procs_util::list(&mut c, None).len(), 2);
+    // Nothing ran for any refused request: two calls ran (pids 1 and 2, their
+    // entries gone once their results were read), so the next run is pid 3.
+    let next = bg(&mut c, &[("tool", "typed"), ("agent", "a1"), ("n", "1")]);
+    assert_eq!(next, Ok(3));
 }
 
 #[test]
@@ -255,7 +257,18 @@ fn a_wrong_or_missing_token_is_invalid_token() {
             "{fields:?}"
         );
     }
-    assert_eq!(crate::procs_util::list(&mut c, None).len(), 1);
+    // Nothing ran for a refused request: the one good call took pid 1 (its
+    // entry went once its result was read), so the next run is pid 2.
+    let next = bg(
+        &mut c,
+        &[
+            ("token", &token),
+            ("tool", "echo_arg"),
+            ("agent", "a1"),
+            ("v", "y"),
+        ],
+    );
+    assert_eq!(next, Ok(2));
 }
 
 #[test]
@@ -287,7 +300,7 @@ fn a_tool_not_loaded_and_an_unknown_profile_are_error_results() {
 #[test]
 fn a_non_zero_exit_is_an_error_ending_with_the_exit_status() {
     let (_srv, mut c) = tools_session(&[("fail.yaml", FAIL)], &[]);
-    let r = call(&mut c, &[("tool", "fail"), ("agent", "a1")]);
+    let r = call_held(&mut c, 91, &[("tool", "fail"), ("agent", "a1")]);
     let t = error_text(&r);
     assert!(t.starts_with("out\n"), "{t:?}");
     assert_eq!(
@@ -302,6 +315,7 @@ fn a_non_zero_exit_is_an_error_ending_with_the_exit_status() {
     let pid = st["pid"].as_u64().expect("pid");
     assert_eq!(c.read_file(&format!("proc/{pid}/wait")), b"3\n");
     assert_eq!(c.read_file(&format!("proc/{pid}/out")), b"out\n");
+    c.ok(toolsrv_wire::Body::Tclunk { fid: 91 });
 }
 
 #[test]
@@ -310,12 +324,13 @@ fn a_program_that_cannot_start_is_a_failed_run_that_says_why() {
     // when the child (exit status 127) is reaped, and reported as before.
     let missing = "description: Missing\nexecutable: /nonexistent/toolsrv-prog\n";
     let (_srv, mut c) = tools_session(&[("missing.yaml", missing)], &[]);
-    let r = call(&mut c, &[("tool", "missing"), ("agent", "a1")]);
+    let r = call_held(&mut c, 91, &[("tool", "missing"), ("agent", "a1")]);
     assert_eq!(
         error_text(&r),
         "cannot start /nonexistent/toolsrv-prog: No such file or directory (os error 2)"
     );
     let st = only_proc(&mut c, "a1");
+    c.ok(toolsrv_wire::Body::Tclunk { fid: 91 });
     assert_eq!(st["state"], "failed");
     assert_eq!(st["exit_code"], 127);
     let pid = bg(&mut c, &[("tool", "missing"), ("agent", "a1")]).expect("bg");

@@ -197,7 +197,9 @@ fn no_zombies_and_no_leaked_descriptors_after_200_mixed_calls() {
         .iter()
         .map(|p| p["state"].as_str().unwrap_or("?").to_string())
         .collect();
-    for s in ["exited", "cancelled", "timeout"] {
+    // Timed-out calls are not listed: a synchronous call's entry goes once its
+    // result was read and its fid clunked (CONTRACT §12).
+    for s in ["exited", "cancelled"] {
         assert!(states.iter().any(|x| x == s), "no {s} among {states:?}");
     }
     let mut z = Vec::new();

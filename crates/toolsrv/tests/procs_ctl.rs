@@ -8,7 +8,7 @@ use serde_json::Value;
 use toolsrv_wire::{Body, OREAD};
 
 use crate::procs_util::{
-    bg, call, error_text, final_stat, is_millis_timestamp, list, ok_text, only_proc, payload,
+    bg, call_held, error_text, final_stat, is_millis_timestamp, list, ok_text, only_proc, payload,
     start_read, stat, subdir, tools_session, PROCSTAT_KEYS,
 };
 use crate::util::{wait_until, Raw, WAIT};
@@ -244,8 +244,13 @@ fn procstat_fields() {
 
     // A synchronous call without a session, in the default cwd.
     crate::procs_util::load(&mut c, "a2", "quick");
-    ok_text(&call(&mut c, &[("tool", "quick"), ("agent", "a2")]));
+    ok_text(&call_held(
+        &mut c,
+        91,
+        &[("tool", "quick"), ("agent", "a2")],
+    ));
     check_sync_stat(&mut c, &srv);
+    c.ok(Body::Tclunk { fid: 91 });
     // runtime_ms grows while a process runs.
     let pid = bg(&mut c, &[("tool", "sleeper"), ("agent", "a1")]).expect("bg");
     let r0 = stat(&mut c, pid)["runtime_ms"].as_u64().expect("ms");
@@ -270,7 +275,11 @@ fn check_sync_stat(c: &mut Raw, srv: &crate::util::Server) {
 #[test]
 fn yolo_processes_are_not_sandboxed() {
     let (_srv, mut c) = tools_session(&[("quick.yaml", QUICK)], &["--yolo"]);
-    ok_text(&call(&mut c, &[("tool", "quick"), ("agent", "a1")]));
+    ok_text(&call_held(
+        &mut c,
+        91,
+        &[("tool", "quick"), ("agent", "a1")],
+    ));
     assert_eq!(only_proc(&mut c, "a1")["sandboxed"], false);
 }
 
@@ -281,7 +290,12 @@ fn gc_age_dismisses_finished_processes_by_itself() {
         &["--gc-age", "1s"],
     );
     let running = bg(&mut c, &[("tool", "sleeper"), ("agent", "a1")]).expect("bg");
-    ok_text(&call(&mut c, &[("tool", "quick"), ("agent", "a1")]));
+    // Its fid stays open: the entry goes by age, not by read and clunk.
+    ok_text(&call_held(
+        &mut c,
+        91,
+        &[("tool", "quick"), ("agent", "a1")],
+    ));
     let done = list(&mut c, None)
         .iter()
         .find(|p| p["tool"] == "quick")
@@ -306,7 +320,7 @@ fn gc_age_dismisses_finished_processes_by_itself() {
 /// Assert a timed-out synchronous call and its stat.
 fn assert_timed_out(c: &mut Raw, agent: &str, fields: &[(&str, &str)]) {
     let t0 = Instant::now();
-    let r = call(c, fields);
+    let r = call_held(c, 91, fields);
     let took = t0.elapsed();
     let t = error_text(&r);
     assert!(t.contains("timed out") || t.contains("timeout"), "{t}");
@@ -317,6 +331,7 @@ fn assert_timed_out(c: &mut Raw, agent: &str, fields: &[(&str, &str)]) {
     let st = only_proc(c, agent);
     assert_eq!(st["state"], "timeout", "{st}");
     assert_eq!(st["exit_code"], 128 + 15, "{st}");
+    c.ok(Body::Tclunk { fid: 91 });
 }
 
 #[test]
@@ -341,12 +356,14 @@ fn timeouts_from_the_request_the_tool_and_the_server_default() {
     );
     assert_timed_out(&mut c, "t", &[("tool", "slow_1s"), ("agent", "t")]);
     // The request's timeout overrides the tool's.
-    let r = call(
+    let r = call_held(
         &mut c,
+        91,
         &[("tool", "nap_1s"), ("agent", "o"), ("timeout", "20s")],
     );
     ok_text(&r);
     assert_eq!(only_proc(&mut c, "o")["state"], "exited");
+    c.ok(Body::Tclunk { fid: 91 });
     // Background runs time out too.
     let pid = bg(
         &mut c,

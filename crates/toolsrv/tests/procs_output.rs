@@ -112,7 +112,7 @@ fn the_output_limit_keeps_both_halves_and_counts_the_gap_exactly() {
     want.extend_from_slice(marker((all.len() - 2 * half) as u64).as_bytes());
     want.extend_from_slice(&all[all.len() - half..]);
     assert!(String::from_utf8_lossy(&want).contains("[toolsrv: 983040 bytes omitted]"));
-    let r = call(&mut c, &[("tool", "mib"), ("agent", "a1")]);
+    let r = crate::procs_util::call_held(&mut c, 91, &[("tool", "mib"), ("agent", "a1")]);
     let t = ok_text(&r);
     assert_eq!(t.len(), want.len());
     assert!(

@@ -103,6 +103,22 @@ pub fn call(c: &mut Raw, fields: &[(&str, &str)]) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("result is not JSON ({e}): {out}"))
 }
 
+/// A synchronous call like [`call`] whose `proc/new` fid (`fid`) stays open
+/// until the caller clunks it: its process entry stays in the table meanwhile
+/// (a synchronous call's entry is dismissed once its result was read and its
+/// fid clunked, CONTRACT §12).
+pub fn call_held(c: &mut Raw, fid: u32, fields: &[(&str, &str)]) -> Value {
+    c.walk(fid, "proc/new").expect("walk proc/new");
+    c.ok(Body::Topen { fid, mode: ORDWR });
+    c.ok(Body::Twrite {
+        fid,
+        offset: 0,
+        data: payload(fields).into_bytes(),
+    });
+    let out = c.read_all(fid);
+    serde_json::from_slice(&out).unwrap_or_else(|e| panic!("result is not JSON ({e})"))
+}
+
 /// A synchronous call of the built-in `shell` tool, as agent `a1`, running `command`.
 pub fn call_shell(c: &mut Raw, command: &str) -> Value {
     call(

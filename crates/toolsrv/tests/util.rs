@@ -124,6 +124,11 @@ impl Raw {
         Raw { s, next_tag: 1 }
     }
 
+    /// A raw connection over an already connected stream.
+    pub fn from_stream(s: UnixStream) -> Raw {
+        Raw { s, next_tag: 1 }
+    }
+
     pub fn tag(&mut self) -> u16 {
         self.next_tag = self.next_tag.wrapping_add(1).max(1);
         self.next_tag
@@ -385,9 +390,22 @@ pub fn start_server_at(
     env: &[(&str, &str)],
     extra: &[&str],
 ) -> Server {
+    start_server_with(dir, cwd, env, extra, |_| {})
+}
+
+/// [`start_server_at`], with `tweak` applied to the command before it is spawned.
+pub fn start_server_with(
+    dir: tempfile::TempDir,
+    cwd: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    tweak: impl FnOnce(&mut Command),
+) -> Server {
     let socket = dir.path().join("toolsrv.sock");
     let log = dir.path().join("server.log");
-    let child = Command::new(bin())
+    let mut cmd = Command::new(bin());
+    tweak(&mut cmd);
+    let child = cmd
         .arg("serve")
         .arg("--listen")
         .arg(&socket)

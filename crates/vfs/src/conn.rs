@@ -19,8 +19,10 @@ use crate::dirread::Listing;
 use crate::error::Error;
 use crate::fids::{Fid, FidTable, Opened};
 use crate::inflight::Inflight;
+use crate::limits::{Limits, RequestBudget};
 use crate::node::{Handle, Node, NodeKind, OpenMode};
 use crate::outbox::Outbox;
+use crate::replies::Replies;
 use crate::writer::{Writer, HOLD_LIMIT};
 
 /// The largest msize the server accepts (1 MiB).
@@ -50,6 +52,9 @@ pub struct ConnInfo {
     pub user: Arc<str>,
     /// mtime/atime shown in stat entries (the server's start, in Unix seconds).
     pub mtime: u32,
+    /// The connection's budget for request data written and not yet answered
+    /// (set by [`serve_connection_with`] from its [`Limits`]).
+    pub requests: RequestBudget,
 }
 
 type IoFuture = Pin<Box<dyn Future<Output = Result<Body, Error>> + Send>>;
@@ -63,13 +68,30 @@ struct Conn {
     writer: Writer,
     msize: AtomicU32,
     versioned: AtomicBool,
+    /// Set by the first successful `Tattach`.
+    attached: AtomicBool,
+    limits: Limits,
+    replies: Replies,
 }
 
-/// Serve one connection until the peer closes it or sends a frame too short to
-/// hold a header. On return every fid has been clunked (close hooks ran) and every
-/// waiting request abandoned.
+/// [`serve_connection_with`] the default [`Limits`] (no auth timeout).
 pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth>, info: ConnInfo) {
+    serve_connection_with(stream, root, auth, info, Limits::default()).await
+}
+
+/// Serve one connection until the peer closes it, sends a frame too short to
+/// hold a header, or has not attached within `limits.auth_timeout`. On return
+/// every fid has been clunked (close hooks ran) and every waiting request
+/// abandoned.
+pub async fn serve_connection_with(
+    stream: UnixStream,
+    root: Node,
+    auth: Arc<dyn Auth>,
+    mut info: ConnInfo,
+    limits: Limits,
+) {
     let (rd, wr) = stream.into_split();
+    info.requests = RequestBudget::new(limits.max_request_bytes);
     let conn = Arc::new(Conn {
         root,
         auth,
@@ -79,82 +101,123 @@ pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth
         writer: Writer::new(wr),
         msize: AtomicU32::new(MAX_MSIZE),
         versioned: AtomicBool::new(false),
+        attached: AtomicBool::new(false),
+        replies: Replies::new(limits.max_unsent),
+        limits,
     });
-    let mut reader = BufReader::with_capacity(64 * 1024, rd);
-    let mut out = Outbox::default();
-    let mut frame = Vec::new();
-    // The tag of the last request handled, if it waits in a task of its own.
-    let mut waiting_last = None;
-    loop {
-        // Write the queued replies before waiting for input: unless a whole
-        // frame is already buffered (then it is handled first, and its reply
-        // joins the same write), or the batch ended with a request that waits
-        // (then they leave with its reply; see `writer`).
-        if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
-            if let Some(tag) = waiting_last {
-                if conn
-                    .writer
-                    .hold(&mut out, &conn.inflight, tag)
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            } else if conn.writer.send(&mut out).await.is_err() {
-                break;
-            }
+    tokio::select! {
+        () = conn.clone().read_loop(rd) => {}
+        () = conn.auth_deadline() => {
+            tracing::debug!(conn = conn.info.id, "not attached within the auth timeout; closing connection");
         }
-        let mut size = [0u8; 4];
-        if reader.read_exact(&mut size).await.is_err() {
-            break;
-        }
-        let n = u32::from_le_bytes(size);
-        if (n as usize) < HEADER_LEN {
-            tracing::debug!(
-                conn = conn.info.id,
-                size = n,
-                "frame too short; closing connection"
-            );
-            break;
-        }
-        if n > conn.msize.load(Ordering::Relaxed) {
-            let mut hdr = [0u8; 3];
-            if reader.read_exact(&mut hdr).await.is_err() {
-                break;
-            }
-            let tag = u16::from_le_bytes([hdr[1], hdr[2]]);
-            let rest = u64::from(n) - HEADER_LEN as u64;
-            let mut take = (&mut reader).take(rest);
-            match tokio::io::copy(&mut take, &mut tokio::io::sink()).await {
-                Ok(k) if k == rest => {}
-                _ => break,
-            }
-            push(&mut out, tag, Body::error("message too large"));
-            waiting_last = None;
-            continue;
-        }
-        frame.clear();
-        frame.extend_from_slice(&size);
-        frame.resize(n as usize, 0);
-        if reader.read_exact(&mut frame[4..]).await.is_err() {
-            break;
-        }
-        waiting_last = match decode(&frame) {
-            Ok(f) => match conn.handle(f, &mut out) {
-                Handled::Replied => None,
-                Handled::Waiting(tag) => Some(tag),
-            },
-            Err(DecodeError::Framing(_)) => break,
-            Err(DecodeError::Body { tag, reason, .. }) => {
-                push(&mut out, tag, Body::error(reason));
-                None
-            }
-        };
     }
-    // Held replies too, for a peer that only shut down its sending side.
-    let _ = conn.writer.send(&mut out).await;
     conn.inflight.abort_all();
     conn.fids.clear();
+}
+
+impl Conn {
+    /// Completes when the auth timeout passed without an attach; never otherwise.
+    async fn auth_deadline(&self) {
+        if let Some(d) = self.limits.auth_timeout {
+            tokio::time::sleep(d).await;
+            if !self.attached.load(Ordering::Acquire) {
+                return;
+            }
+        }
+        std::future::pending::<()>().await
+    }
+
+    /// Read and handle requests until the peer closes or breaks framing.
+    async fn read_loop(self: Arc<Self>, rd: tokio::net::unix::OwnedReadHalf) {
+        let conn = self;
+        let mut reader = BufReader::with_capacity(64 * 1024, rd);
+        let mut out = Outbox::default();
+        let mut frame = Vec::new();
+        // The tag of the last request handled, if it waits in a task of its own.
+        let mut waiting_last = None;
+        loop {
+            // Write the queued replies before waiting for input: unless a whole
+            // frame is already buffered (then it is handled first, and its reply
+            // joins the same write), or the batch ended with a request that waits
+            // (then they leave with its reply; see `writer`).
+            if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
+                if let Some(tag) = waiting_last {
+                    if conn
+                        .writer
+                        .hold(&mut out, &conn.inflight, tag)
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                } else if conn.writer.send(&mut out).await.is_err() {
+                    break;
+                }
+            }
+            let mut size = [0u8; 4];
+            if reader.read_exact(&mut size).await.is_err() {
+                break;
+            }
+            let n = u32::from_le_bytes(size);
+            if (n as usize) < HEADER_LEN {
+                tracing::debug!(
+                    conn = conn.info.id,
+                    size = n,
+                    "frame too short; closing connection"
+                );
+                break;
+            }
+            if n > conn.msize.load(Ordering::Relaxed) {
+                let mut hdr = [0u8; 3];
+                if reader.read_exact(&mut hdr).await.is_err() {
+                    break;
+                }
+                let tag = u16::from_le_bytes([hdr[1], hdr[2]]);
+                let rest = u64::from(n) - HEADER_LEN as u64;
+                let mut take = (&mut reader).take(rest);
+                match tokio::io::copy(&mut take, &mut tokio::io::sink()).await {
+                    Ok(k) if k == rest => {}
+                    _ => break,
+                }
+                push(&mut out, tag, Body::error("message too large"));
+                waiting_last = None;
+                continue;
+            }
+            frame.clear();
+            frame.extend_from_slice(&size);
+            frame.resize(n as usize, 0);
+            if reader.read_exact(&mut frame[4..]).await.is_err() {
+                break;
+            }
+            waiting_last = match decode(&frame) {
+                Ok(f) => match conn.handle(f, &mut out) {
+                    Handled::Replied => None,
+                    Handled::Waiting(tag) => Some(tag),
+                },
+                Err(DecodeError::Framing(_)) => break,
+                Err(DecodeError::Body { tag, reason, .. }) => {
+                    push(&mut out, tag, Body::error(reason));
+                    None
+                }
+            };
+            // Reply data queued at once must fit the reply budget; when it does not,
+            // it is written now, and no request is read until the peer took it.
+            let n = out.unaccounted();
+            if n > 0 {
+                match conn.replies.try_take(n) {
+                    Some(p) => out.cover(Some(p)),
+                    None => {
+                        out.cover(None);
+                        if conn.writer.send(&mut out).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        // Held replies too, for a peer that only shut down its sending side.
+        let _ = conn.writer.send(&mut out).await;
+    }
 }
 
 /// Whether `buf` starts with a complete frame (so reading it cannot wait).
@@ -178,6 +241,11 @@ fn push(out: &mut Outbox, tag: u16, body: Body) {
 fn reply(out: &mut Outbox, tag: u16, r: Result<Body, Error>) -> Handled {
     push(out, tag, r.unwrap_or_else(|e| Body::Rerror { ename: e.0 }));
     Handled::Replied
+}
+
+/// The error of a walk (or attach, auth) to a new fid beyond [`Limits::max_fids`].
+fn too_many_fids() -> Error {
+    Error::new("too many fids")
 }
 
 fn unknown_fid(fid: u32) -> Error {
@@ -270,6 +338,9 @@ impl Conn {
             if m.contains_key(&fid) {
                 return Err(Error::new(format!("fid {fid} is already in use")));
             }
+            if m.len() >= self.limits.max_fids {
+                return Err(too_many_fids());
+            }
             m.insert(fid, f);
             Ok(())
         })
@@ -306,6 +377,7 @@ impl Conn {
             return Err(Error::new("authentication required"));
         }
         self.insert_new(fid, Fid::new(self.root.clone(), Vec::new()))?;
+        self.attached.store(true, Ordering::Release);
         Ok(Body::Rattach {
             qid: self.root.qid(),
         })
@@ -356,11 +428,15 @@ impl Conn {
         }
         let f = Fid::new(node, parents);
         self.fids.with(|m| {
+            if newfid != fid && m.len() >= self.limits.max_fids && !m.contains_key(&newfid) {
+                return Err(too_many_fids());
+            }
             if let Some(old) = m.insert(newfid, f) {
                 // newfid == fid: the old fid is replaced.
                 drop(old);
             }
-        });
+            Ok(())
+        })?;
         Ok(Body::Rwalk { wqids })
     }
 
@@ -465,7 +541,7 @@ impl Conn {
                 let fut = Box::pin(async move {
                     h.read(offset, count).await.map(|data| Body::Rread { data })
                 });
-                self.run_io(tag, cancel, fut, out)
+                self.run_io(tag, cancel, fut, count as usize, out)
             }
         }
     }
@@ -487,18 +563,20 @@ impl Conn {
                         .await
                         .map(|count| Body::Rwrite { count })
                 });
-                self.run_io(tag, cancel, fut, out)
+                self.run_io(tag, cancel, fut, 0, out)
             }
         }
     }
 
     /// Run a read or write: at once if it completes without waiting (so pipelined
-    /// requests keep their order), else in its own task.
+    /// requests keep their order), else in its own task. `reserve` is the most
+    /// reply data it can bring (the read's count; 0 for a write).
     fn run_io(
         self: &Arc<Self>,
         tag: u16,
         cancel: CancellationToken,
         mut fut: IoFuture,
+        reserve: usize,
         out: &mut Outbox,
     ) -> Handled {
         let mut cx = Context::from_waker(futures::task::noop_waker_ref());
@@ -508,25 +586,35 @@ impl Conn {
         self.inflight.reserve(tag);
         let conn = self.clone();
         let task = tokio::spawn(async move {
-            let r = conn.wait_io(cancel, fut).await;
+            let (r, permit) = conn.wait_io(cancel, fut, reserve).await;
             let body = r.unwrap_or_else(|e| Body::Rerror { ename: e.0 });
-            conn.writer.send_task_reply(&conn.inflight, tag, body).await;
+            conn.writer
+                .send_task_reply(&conn.inflight, tag, body, permit)
+                .await;
         });
         self.inflight.attach(tag, task.abort_handle());
         Handled::Waiting(tag)
     }
 
-    /// The outcome of a read or write that waits, or `cancelled`. Replies held
-    /// back for it are released if it has not completed within [`HOLD_LIMIT`].
-    async fn wait_io(&self, cancel: CancellationToken, mut fut: IoFuture) -> Result<Body, Error> {
+    /// The outcome of a read or write that waits, or `cancelled`, with the
+    /// reply budget's permit for its data. Replies held back for it are
+    /// released if it has not completed within [`HOLD_LIMIT`].
+    async fn wait_io(
+        &self,
+        cancel: CancellationToken,
+        mut fut: IoFuture,
+        reserve: usize,
+    ) -> (Result<Body, Error>, Option<crate::replies::Permit>) {
         let limit = tokio::time::sleep(HOLD_LIMIT);
         tokio::pin!(limit);
         let mut released = false;
+        let gated = self.replies.gated(reserve, &mut fut);
+        tokio::pin!(gated);
         loop {
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => return Err(Error::cancelled()),
-                r = &mut fut => return r,
+                _ = cancel.cancelled() => return (Err(Error::cancelled()), None),
+                r = &mut gated => return r,
                 _ = &mut limit, if !released => {
                     released = true;
                     self.writer.release().await;

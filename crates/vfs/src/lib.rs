@@ -7,6 +7,8 @@
 //! - [`conn`]: [`serve_connection`], the per-connection loop: version/msize negotiation,
 //!   fid table, concurrent requests, `Tflush`, clunk-on-close.
 //! - [`error`]: [`Error`], the `ename` of an `Rerror`.
+//! - [`limits`]: what one connection may hold ([`Limits`]): fids, unsent replies
+//!   (back-pressure), unanswered request data ([`RequestBudget`]), time to attach.
 //!
 //! Requests on one connection are handled in arrival order as far as they complete
 //! at once (walk, open, stat, clunk, and reads/writes that do not block), so a
@@ -22,12 +24,15 @@ mod dirread;
 pub mod error;
 mod fids;
 mod inflight;
+pub mod limits;
 pub mod node;
 mod outbox;
+mod replies;
 pub mod tree;
 mod writer;
 
 pub use auth::{Auth, AuthHandle, NoAuth};
-pub use conn::{serve_connection, ConnInfo, MAX_MSIZE};
+pub use conn::{serve_connection, serve_connection_with, ConnInfo, MAX_MSIZE};
 pub use error::Error;
+pub use limits::{Limits, RequestBudget, Reservation};
 pub use node::{Dir, File, Handle, Node, NodeKind, OpenMode};

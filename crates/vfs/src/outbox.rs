@@ -8,6 +8,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedWriteHalf;
 use toolsrv_wire::{encode, msgtype, Body, Frame};
 
+use crate::replies::Permit;
+
 /// `Rread` data at least this long is written from its own buffer.
 const BIG_READ: usize = 16 * 1024;
 
@@ -18,11 +20,45 @@ pub(crate) struct Outbox {
     segs: Vec<Vec<u8>>,
     /// Small frames being packed.
     tail: Vec<u8>,
+    /// `Rread` data queued and not yet covered by a permit of the reply budget.
+    unaccounted: usize,
+    /// The reply budget's permits for what is queued: dropped once written.
+    permit: Option<Permit>,
 }
 
 impl Outbox {
     /// Queue the reply `body` to `tag`.
     pub(crate) fn push(&mut self, tag: u16, body: Body) {
+        if let Body::Rread { data } = &body {
+            self.unaccounted += data.len();
+        }
+        self.push_frame(tag, body);
+    }
+
+    /// Queue the reply `body` to `tag`, its data covered by `permit`.
+    pub(crate) fn push_covered(&mut self, tag: u16, body: Body, permit: Option<Permit>) {
+        self.push_frame(tag, body);
+        self.cover(permit);
+    }
+
+    /// Bytes of `Rread` data queued since the last [`Outbox::cover`]ed count.
+    pub(crate) fn unaccounted(&self) -> usize {
+        self.unaccounted
+    }
+
+    /// Attach permits for queued data; the unaccounted count starts again.
+    pub(crate) fn cover(&mut self, permit: Option<Permit>) {
+        self.unaccounted = 0;
+        self.permit = match (self.permit.take(), permit) {
+            (Some(mut a), Some(b)) => {
+                a.merge(b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
+    }
+
+    fn push_frame(&mut self, tag: u16, body: Body) {
         match body {
             Body::Rread { data } if data.len() >= BIG_READ => {
                 let count = data.len() as u32;
@@ -39,6 +75,10 @@ impl Outbox {
 
     /// Move everything queued in `other` behind what is queued here.
     pub(crate) fn append(&mut self, other: &mut Outbox) {
+        let unaccounted = self.unaccounted + other.unaccounted;
+        self.cover(other.permit.take());
+        self.unaccounted = unaccounted;
+        other.unaccounted = 0;
         if other.segs.is_empty() {
             self.tail.append(&mut other.tail);
             return;
@@ -61,6 +101,9 @@ impl Outbox {
             self.segs.push(std::mem::take(&mut self.tail));
         }
         let segs = std::mem::take(&mut self.segs);
+        // Whatever happens, what was queued is gone once this returns.
+        let _permit = self.permit.take();
+        self.unaccounted = 0;
         let (mut i, mut off) = (0usize, 0usize);
         while i < segs.len() {
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(segs.len() - i);

@@ -17,6 +17,7 @@ use toolsrv_wire::Body;
 
 use crate::inflight::Inflight;
 use crate::outbox::Outbox;
+use crate::replies::Permit;
 
 /// The longest replies are held back for a waiting request's reply.
 pub(crate) const HOLD_LIMIT: Duration = Duration::from_millis(20);
@@ -46,12 +47,18 @@ impl Writer {
     }
 
     /// Send the reply of a task-run request unless its tag was flushed; held
-    /// replies go first, in the same write.
-    pub(crate) async fn send_task_reply(&self, inflight: &Inflight, tag: u16, body: Body) {
+    /// replies go first, in the same write. `permit` covers its data.
+    pub(crate) async fn send_task_reply(
+        &self,
+        inflight: &Inflight,
+        tag: u16,
+        body: Body,
+        permit: Option<Permit>,
+    ) {
         let mut st = self.state.lock().await;
         if inflight.finish(tag) {
             let State { half, held } = &mut *st;
-            held.push(tag, body);
+            held.push_covered(tag, body, permit);
             // A write error means the peer is gone; the reader notices and cleans up.
             let _ = held.write_to(half).await;
         }

@@ -64,6 +64,7 @@ impl Servers {
             yolo,
             tools: Some(tools.path().to_path_buf()),
             containment,
+            extra: Vec::new(),
         };
         let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
         let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;

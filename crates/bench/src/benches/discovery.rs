@@ -50,6 +50,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             yolo: false,
             tools: Some(dir.path().to_path_buf()),
             containment: None,
+            extra: Vec::new(),
         },
     )?;
     for &flavour in &ctx.flavours {

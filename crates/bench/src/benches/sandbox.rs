@@ -162,11 +162,14 @@ async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
         .tempdir()
         .context("cannot create the tools directory")?;
     write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    // Room for all the holders' output: by default finished processes keep
+    // at most 128 MiB of it (the oldest are dismissed beyond).
     let opts = ServerOpts {
         auth: true,
         yolo: false,
         tools: Some(tools.path().to_path_buf()),
         containment: None,
+        extra: vec!["--max-finished-output", "1GiB"],
     };
     let idle = ServerProcess::start_with(&ctx.bin, &opts)?;
     let loaded = ServerProcess::start_with(&ctx.bin, &opts)?;

@@ -7,9 +7,9 @@ use tokio_util::sync::CancellationToken;
 use toolsrv_vfs::tree::GENERATED_QID_BASE;
 use toolsrv_vfs::{ConnInfo, Dir, Error, File, Handle, Node, NodeKind, OpenMode};
 
-use crate::files::{slice_at, Generated, Request};
+use crate::files::{slice_at, AfterAnswer, Request, Snapshot};
 use crate::procs::output::Cursor;
-use crate::procs::Proc;
+use crate::procs::{OpenFile, Proc};
 use crate::server::Server;
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, Error> {
@@ -57,18 +57,34 @@ impl Request for NewRequest {
     async fn evaluate(
         self: Arc<Self>,
         request: Vec<u8>,
-        _conn: ConnInfo,
+        conn: ConnInfo,
         cancel: CancellationToken,
     ) -> Result<Vec<u8>, Error> {
+        self.evaluate_answer(request, conn, cancel)
+            .await
+            .map(|(r, _)| r)
+    }
+
+    /// A synchronous call's entry is dismissed once its result was read and
+    /// the fid clunked (CONTRACT §12).
+    async fn evaluate_answer(
+        self: Arc<Self>,
+        request: Vec<u8>,
+        _conn: ConnInfo,
+        cancel: CancellationToken,
+    ) -> Result<(Vec<u8>, Option<AfterAnswer>), Error> {
         if self.background {
             let pid = self
                 .server
                 .start_background(&request)
                 .map_err(|r| Error::new(r.0))?;
-            Ok(pid.to_string().into_bytes())
+            Ok((pid.to_string().into_bytes(), None))
         } else {
-            let result = self.server.call(&request, cancel).await;
-            to_json(&result)
+            let (result, pid) = self.server.call_tracked(&request, cancel).await;
+            let server = self.server.clone();
+            let after =
+                pid.map(|pid| -> AfterAnswer { Box::new(move || server.procs.release(pid)) });
+            Ok((to_json(&result)?, after))
         }
     }
 
@@ -144,6 +160,7 @@ impl File for OutFile {
     fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
         Ok(Arc::new(OutHandle {
             follower: self.0.output.follow(),
+            _open: self.0.open_file(),
             proc: self.0.clone(),
             cursor: tokio::sync::Mutex::new(Cursor::default()),
         }))
@@ -152,6 +169,7 @@ impl File for OutFile {
 
 struct OutHandle {
     proc: Arc<Proc>,
+    _open: OpenFile,
     /// Registered with the output so the tool is paced to this reader.
     follower: u64,
     cursor: tokio::sync::Mutex<Cursor>,
@@ -178,16 +196,22 @@ struct WaitFile(Arc<Proc>);
 
 impl File for WaitFile {
     fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
-        Ok(Arc::new(WaitHandle(self.0.clone())))
+        Ok(Arc::new(WaitHandle {
+            proc: self.0.clone(),
+            _open: self.0.open_file(),
+        }))
     }
 }
 
-struct WaitHandle(Arc<Proc>);
+struct WaitHandle {
+    proc: Arc<Proc>,
+    _open: OpenFile,
+}
 
 #[async_trait]
 impl Handle for WaitHandle {
     async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
-        let code = self.0.wait().await;
+        let code = self.proc.wait().await;
         Ok(slice_at(format!("{code}\n").as_bytes(), offset, count))
     }
 }
@@ -196,9 +220,23 @@ impl Handle for WaitHandle {
 struct StatFile(Arc<Proc>);
 
 impl File for StatFile {
-    fn open(&self, m: OpenMode, c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
-        let p = self.0.clone();
-        Generated(move || to_json(&p.stat())).open(m, c)
+    fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(StatHandle {
+            stat: Snapshot(to_json(&self.0.stat())?),
+            _open: self.0.open_file(),
+        }))
+    }
+}
+
+struct StatHandle {
+    stat: Snapshot,
+    _open: OpenFile,
+}
+
+#[async_trait]
+impl Handle for StatHandle {
+    async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
+        self.stat.read(offset, count).await
     }
 }
 
@@ -213,6 +251,7 @@ impl File for CtlFile {
         Ok(Arc::new(CtlHandle {
             server: self.server.clone(),
             proc: self.proc.clone(),
+            _open: self.proc.open_file(),
         }))
     }
 }
@@ -220,6 +259,7 @@ impl File for CtlFile {
 struct CtlHandle {
     server: Arc<Server>,
     proc: Arc<Proc>,
+    _open: OpenFile,
 }
 
 #[async_trait]

@@ -2,13 +2,19 @@
 //! synchronous and background alike, numbered 1, 2, 3, … per server run.
 //!
 //! - [`output`]: the bounded, followable output of a process.
+//! - [`retention`]: the bounds on finished processes (count, retained output)
+//!   and on running background processes per agent.
+//!
+//! A synchronous call's entry is dismissed once its result was read and its
+//! `proc/new` fid clunked ([`ProcTable::release`]), or, when files of its
+//! `proc/<pid>/` are open then, once the last of them is closed.
 
 pub mod output;
+pub mod retention;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
@@ -16,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 use toolsrv_protocol::{format_rfc3339_millis, ProcStat, ProcState};
 
 use output::Output;
+pub use retention::Retention;
+use retention::Table;
 
 /// What is fixed when a process is created.
 #[derive(Debug, Clone)]
@@ -66,6 +74,30 @@ pub struct Proc {
     ended: watch::Sender<bool>,
     /// A signal sent through `ctl` before the tool started (awaiting approval).
     stop_signal: AtomicI32,
+    /// The table it is in, told when it ends and when it may go.
+    table: Weak<Mutex<Table>>,
+    /// Counted among the finished processes of the table.
+    counted: AtomicBool,
+    /// Output bytes retained once it ended.
+    retained: AtomicU64,
+    /// Files of its `proc/<pid>/` open now.
+    open_files: AtomicUsize,
+    /// Its result was read and its `proc/new` fid clunked: dismiss it once no
+    /// file of it is open.
+    released: AtomicBool,
+}
+
+/// An open file of a process's `proc/<pid>/` directory (held by its handle).
+pub struct OpenFile(Arc<Proc>);
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        if self.0.open_files.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.0.released.load(Ordering::Acquire)
+        {
+            self.0.dismiss_released();
+        }
+    }
 }
 
 impl Proc {
@@ -114,7 +146,37 @@ impl Proc {
             m.os_pid = None;
         }
         self.output.finish();
+        let entry = retention::ENTRY_OVERHEAD
+            + (self.spec.command.len() + self.spec.cwd.as_os_str().len()) as u64;
+        self.retained
+            .store(self.output.retained() + entry, Ordering::Release);
         self.ended.send_replace(true);
+        if let Some(t) = self.table.upgrade() {
+            let n = lock_table(&t).ended(self.pid);
+            if n > 0 {
+                tracing::debug!(
+                    dismissed = n,
+                    "oldest finished processes dismissed (retention bounds)"
+                );
+            }
+        }
+    }
+
+    /// Note a file of `proc/<pid>/` opened; it counts until the guard drops.
+    pub fn open_file(self: &Arc<Self>) -> OpenFile {
+        self.open_files.fetch_add(1, Ordering::AcqRel);
+        OpenFile(self.clone())
+    }
+
+    /// Remove a released process from its table, unless a file of it is open.
+    fn dismiss_released(&self) {
+        if let Some(t) = self.table.upgrade() {
+            let mut g = lock_table(&t);
+            // Checked under the table lock: an open racing with this keeps it.
+            if self.open_files.load(Ordering::Acquire) == 0 {
+                g.remove(self.pid);
+            }
+        }
     }
 
     /// Record the limits the run reached (before [`Proc::finish`]).
@@ -212,35 +274,71 @@ impl Proc {
     }
 }
 
+fn lock_table(t: &Mutex<Table>) -> std::sync::MutexGuard<'_, Table> {
+    t.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why a process was not created.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CreateError {
+    /// The agent has as many background processes running as allowed.
+    #[error("agent {agent:?} already has {limit} background processes running (the limit); wait for one to end or kill one")]
+    TooManyBackground {
+        /// The agent.
+        agent: String,
+        /// The limit.
+        limit: usize,
+    },
+}
+
 /// Every process of this server run.
 pub struct ProcTable {
     next: AtomicU64,
-    procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
+    procs: Arc<Mutex<Table>>,
     max_output: u64,
 }
 
 impl ProcTable {
-    /// An empty table; each process keeps at most `max_output` bytes of output.
-    pub fn new(max_output: u64) -> ProcTable {
+    /// An empty table; each process keeps at most `max_output` bytes of output,
+    /// finished processes are bounded by `retention`.
+    pub fn new(max_output: u64, retention: Retention) -> ProcTable {
         ProcTable {
             next: AtomicU64::new(1),
-            procs: Mutex::new(BTreeMap::new()),
+            procs: Arc::new(Mutex::new(Table::new(retention, max_output))),
             max_output,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Proc>>> {
-        self.procs.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        lock_table(&self.procs)
     }
 
     /// Create and register a process in state `state`. Its stop token is a
     /// child of `parent` when given (a synchronous request's cancellation).
+    /// A background process is refused when its agent has as many running
+    /// as [`Retention::max_background_per_agent`].
     pub fn create(
         &self,
         spec: ProcSpec,
         state: ProcState,
         parent: Option<&CancellationToken>,
-    ) -> Arc<Proc> {
+    ) -> Result<Arc<Proc>, CreateError> {
+        let mut g = self.lock();
+        if spec.background {
+            let limit = g.retention().max_background_per_agent;
+            let running = g
+                .map
+                .values()
+                .filter(|p| p.spec.background && p.spec.agent == spec.agent && !p.is_finished())
+                .take(limit)
+                .count();
+            if running >= limit {
+                return Err(CreateError::TooManyBackground {
+                    agent: spec.agent,
+                    limit,
+                });
+            }
+        }
         let pid = self.next.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(Proc {
             pid,
@@ -260,19 +358,43 @@ impl ProcTable {
             stop: parent.map_or_else(CancellationToken::new, |p| p.child_token()),
             ended: watch::channel(false).0,
             stop_signal: AtomicI32::new(0),
+            table: Arc::downgrade(&self.procs),
+            counted: AtomicBool::new(false),
+            retained: AtomicU64::new(0),
+            open_files: AtomicUsize::new(0),
+            released: AtomicBool::new(false),
         });
-        self.lock().insert(pid, p.clone());
-        p
+        g.map.insert(pid, p.clone());
+        Ok(p)
+    }
+
+    /// A synchronous call's result was read and its fid clunked: dismiss it
+    /// now, or when the last open file of its `proc/<pid>/` closes.
+    pub fn release(&self, pid: u64) {
+        let Some(p) = self.get(pid) else {
+            return;
+        };
+        if !p.is_finished() {
+            return;
+        }
+        p.released.store(true, Ordering::Release);
+        p.dismiss_released();
+    }
+
+    /// Finished processes kept, and the output bytes they retain.
+    pub fn finished_totals(&self) -> (usize, u64) {
+        self.lock().finished_totals()
     }
 
     /// One process.
     pub fn get(&self, pid: u64) -> Option<Arc<Proc>> {
-        self.lock().get(&pid).cloned()
+        self.lock().map.get(&pid).cloned()
     }
 
     /// All processes (or one agent's), by pid.
     pub fn list(&self, agent: Option<&str>) -> Vec<Arc<Proc>> {
         self.lock()
+            .map
             .values()
             .filter(|p| agent.is_none_or(|a| p.spec.agent == a))
             .cloned()
@@ -282,11 +404,11 @@ impl ProcTable {
     /// Remove a finished process.
     pub fn dismiss(&self, pid: u64) -> Result<(), String> {
         let mut g = self.lock();
-        match g.get(&pid) {
+        match g.map.get(&pid) {
             None => Err(format!("unknown process {pid}")),
             Some(p) if !p.is_finished() => Err(format!("process {pid} is still running")),
             Some(_) => {
-                g.remove(&pid);
+                g.remove(pid);
                 Ok(())
             }
         }
@@ -295,19 +417,30 @@ impl ProcTable {
     /// Dismiss processes that ended more than `age` ago; returns how many.
     pub fn collect_garbage(&self, age: Duration) -> usize {
         let mut g = self.lock();
-        let before = g.len();
-        g.retain(|_, p| p.ended_at().is_none_or(|t| t.elapsed() < age));
-        before - g.len()
+        let old: Vec<u64> = g
+            .map
+            .values()
+            .filter(|p| p.ended_at().is_some_and(|t| t.elapsed() >= age))
+            .map(|p| p.pid)
+            .collect();
+        for pid in &old {
+            g.remove(*pid);
+        }
+        old.len()
     }
 
     /// Number of processes not yet finished.
     pub fn active(&self) -> usize {
-        self.lock().values().filter(|p| !p.is_finished()).count()
+        self.lock()
+            .map
+            .values()
+            .filter(|p| !p.is_finished())
+            .count()
     }
 
     /// Stop every process (shutdown).
     pub fn stop_all(&self) {
-        for p in self.lock().values() {
+        for p in self.lock().map.values() {
             p.stop.cancel();
         }
     }

@@ -178,9 +178,20 @@ impl Output {
         self.progress.send_modify(|p| p.0 = total);
     }
 
-    /// No more bytes will come.
+    /// No more bytes will come: what is retained is trimmed to its size.
     pub fn finish(&self) {
+        {
+            let mut b = self.lock();
+            b.head.shrink_to_fit();
+            b.tail.shrink_to_fit();
+        }
         self.progress.send_modify(|p| p.1 = true);
+    }
+
+    /// The bytes retained now (the first and last parts kept).
+    pub fn retained(&self) -> u64 {
+        let b = self.lock();
+        (b.head.len() + b.tail.len()) as u64
     }
 
     /// Whether the output is finished.

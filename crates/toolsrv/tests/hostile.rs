@@ -1,0 +1,487 @@
+//! CONTRACT §12 "Hostile clients cannot make the server unavailable", §1 and §3
+//! (`--secret-file`, `--max-connections`, `--auth-timeout`): idle connections,
+//! fids, unread replies, request data, retained output, the process table and
+//! the pinned secret.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use toolsrv_wire::{encode, Body, Frame, NOTAG, ORDWR, OREAD};
+
+use crate::procs_util::{
+    bg, call, call_shell, list, load, ok_text, patient, payload, shell_session, vm_rss_kib,
+};
+use crate::util::{bin, start_server_with, wait_until, Raw, Server, WAIT};
+
+/// Version + auth + attach on a fresh connection, or `None` when the server
+/// closes it first (it is at `--max-connections`).
+fn try_authed(srv: &Server, secret: &str) -> Option<(Raw, String)> {
+    let s = std::os::unix::net::UnixStream::connect(&srv.socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let mut r = Raw::from_stream(s);
+    let mut buf = Vec::new();
+    encode(
+        &Frame {
+            tag: NOTAG,
+            body: Body::Tversion {
+                msize: 65536,
+                version: "9P2000".into(),
+            },
+        },
+        &mut buf,
+    );
+    r.s.write_all(&buf).ok()?;
+    match r.try_recv()?.body {
+        Body::Rversion { .. } => {}
+        _ => return None,
+    }
+    r.s.set_read_timeout(Some(WAIT)).ok()?;
+    let token = r.authenticate(secret).ok()?;
+    Some((r, token))
+}
+
+/// A server started with its descriptor soft limit lowered to `soft` (as
+/// many distributions set it), auth on.
+fn server_with_nofile(soft: u64, extra: &[&str]) -> Server {
+    let run = tempfile::tempdir().expect("tempdir");
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let path = cwd.path().to_path_buf();
+    let mut args: Vec<&str> = Vec::new();
+    args.extend_from_slice(extra);
+    let mut s = start_server_with(run, &path, &[], &args, move |cmd| {
+        // Safety: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut l = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+                l.rlim_cur = soft.min(l.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+                Ok(())
+            });
+        }
+    });
+    s.run = Some(std::mem::replace(&mut s.dir, cwd));
+    s
+}
+
+/// Log lines about refusing or shedding connections.
+fn refusal_lines(log: &str) -> usize {
+    log.lines()
+        .filter(|l| {
+            l.contains("max-connections reached")
+                || l.contains("descriptor limit reached")
+                || l.contains("accept failed")
+        })
+        .count()
+}
+
+#[test]
+fn idle_unauthenticated_connections_do_not_lock_out_a_real_client() {
+    // A soft limit of 1024 descriptors: 1,100 idle connections would exhaust it.
+    let srv = server_with_nofile(1024, &[]);
+    let mut idle = Vec::new();
+    for _ in 0..1100 {
+        idle.push(std::os::unix::net::UnixStream::connect(&srv.socket).expect("connect"));
+    }
+    let start = Instant::now();
+    let mut client = None;
+    let ok = wait_until(Duration::from_secs(20), || {
+        client = try_authed(&srv, "s3cret");
+        client.is_some()
+    });
+    assert!(
+        ok,
+        "no authenticated connection within 20 s; log tail:\n{}",
+        tail(&srv.log_text())
+    );
+    let (mut c, token) = client.expect("client");
+    load(&mut c, "a1", "shell");
+    let r = call(
+        &mut c,
+        &[
+            ("token", &token),
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", "echo served"),
+        ],
+    );
+    assert_eq!(ok_text(&r), "served\n");
+    let took = start.elapsed();
+    let log = srv.log_text();
+    let n = refusal_lines(&log);
+    assert!(
+        n <= 3,
+        "{n} log lines about refused connections:\n{}",
+        tail(&log)
+    );
+    eprintln!("authenticated after {took:?} with 1,100 idle connections; {n} refusal log lines");
+    drop(idle);
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+#[test]
+fn a_silent_connection_is_closed_after_the_auth_timeout() {
+    let srv = Server::start(&["--auth-timeout", "1s", "--no-auth"]);
+    let start = Instant::now();
+    let mut silent = Raw::connect(&srv.socket);
+    silent
+        .s
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    let mut versioned = srv.raw();
+    versioned
+        .s
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    let mut attached = srv.attached();
+    assert!(
+        silent.closed(),
+        "a silent connection was not closed within 3 s"
+    );
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(
+        versioned.closed(),
+        "a versioned, unattached connection stays"
+    );
+    // An attached connection stays past the timeout.
+    assert!(!attached.read_file("info").is_empty());
+}
+
+#[test]
+fn the_4097th_fid_is_refused_and_the_connection_stays_usable() {
+    let srv = Server::start(&["--no-auth"]);
+    let mut c = srv.attached();
+    // Fid 0 is the root; 4,095 more fill the table. Pipelined in one write.
+    let mut buf = Vec::new();
+    for fid in 1..4096u32 {
+        encode(
+            &Frame {
+                tag: (fid % 60000) as u16,
+                body: Body::Twalk {
+                    fid: 0,
+                    newfid: fid,
+                    wnames: Vec::new(),
+                },
+            },
+            &mut buf,
+        );
+    }
+    c.send_bytes(&buf);
+    for _ in 1..4096 {
+        match c.recv().body {
+            Body::Rwalk { .. } => {}
+            b => panic!("walk {b:?}"),
+        }
+    }
+    let e = c.err(Body::Twalk {
+        fid: 0,
+        newfid: 5000,
+        wnames: Vec::new(),
+    });
+    assert_eq!(e, "too many fids");
+    // Walking a fid onto itself creates none, and is still allowed.
+    c.ok(Body::Twalk {
+        fid: 7,
+        newfid: 7,
+        wnames: vec!["proc".into()],
+    });
+    // Usable: clunk one, and the next walk works.
+    c.ok(Body::Tclunk { fid: 1 });
+    assert_eq!(c.walk(5000, "info"), Ok(()));
+    c.ok(Body::Topen {
+        fid: 5000,
+        mode: OREAD,
+    });
+    assert!(!c.read_all(5000).is_empty());
+}
+
+/// Bytes of `size` from a `head -c` background run, waited for; its pid.
+fn finished_bg(c: &mut Raw, size: u64) -> u64 {
+    let pid = bg(
+        c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", &format!("head -c {size} /dev/zero")),
+        ],
+    )
+    .expect("bg");
+    let code = c.read_file(&format!("proc/{pid}/wait"));
+    assert_eq!(code, b"0\n");
+    pid
+}
+
+#[test]
+fn pipelined_reads_never_read_do_not_grow_the_server_and_others_are_served() {
+    let (srv, mut c) = shell_session(&[]);
+    let pid = finished_bg(&mut c, 8 << 20);
+    // Another call first, so lazily built state is in the baseline.
+    ok_text(&call_shell(&mut c, "true"));
+    let rss0 = vm_rss_kib(srv.pid()).expect("rss");
+    let mut h = Raw::connect(&srv.socket);
+    h.version(1 << 20);
+    h.ok(Body::Tattach {
+        fid: 0,
+        afid: toolsrv_wire::NOFID,
+        uname: "h".into(),
+        aname: String::new(),
+    });
+    h.open(1, &format!("proc/{pid}/out"), OREAD);
+    let mut buf = Vec::new();
+    for tag in 1..=400u16 {
+        encode(
+            &Frame {
+                tag,
+                body: Body::Tread {
+                    fid: 1,
+                    offset: 0,
+                    count: 1 << 20,
+                },
+            },
+            &mut buf,
+        );
+    }
+    h.send_bytes(&buf);
+    // For two seconds: the server stays small and answers another client.
+    let mut peak = 0;
+    let start = Instant::now();
+    let mut answered = 0;
+    while start.elapsed() < Duration::from_secs(2) {
+        peak = peak.max(vm_rss_kib(srv.pid()).expect("rss"));
+        assert_eq!(ok_text(&call_shell(&mut c, "echo hi")), "hi\n");
+        answered += 1;
+    }
+    let grew = peak.saturating_sub(rss0);
+    eprintln!("400 unread 1 MiB reads: RSS {rss0} KiB -> peak {peak} KiB (+{grew} KiB); {answered} calls answered meanwhile");
+    assert!(grew < 256 * 1024, "RSS grew by {grew} KiB");
+    // As the peer reads, the server resumes: every reply arrives, whole.
+    patient(&mut h, Duration::from_secs(60));
+    for _ in 0..400 {
+        match h.recv().body {
+            Body::Rread { data } => assert_eq!(data.len(), (1 << 20) - 11),
+            b => panic!("{b:?}"),
+        }
+    }
+    assert!(!h.read_file("info").is_empty());
+}
+
+#[test]
+fn finished_runs_keep_the_server_under_the_output_budget() {
+    // The documented default: 128 MiB of output kept by finished processes.
+    let (srv, mut c) = shell_session(&[]);
+    finished_bg(&mut c, 1 << 20);
+    let rss0 = vm_rss_kib(srv.pid()).expect("rss");
+    let mut pids = Vec::new();
+    let mut peak = 0;
+    for _ in 0..40 {
+        pids.push(finished_bg(&mut c, 8 << 20));
+        peak = peak.max(vm_rss_kib(srv.pid()).expect("rss"));
+    }
+    let grew = peak.saturating_sub(rss0);
+    eprintln!("40 finished 8 MiB runs: RSS {rss0} KiB -> peak {peak} KiB (+{grew} KiB)");
+    assert!(grew < 128 * 1024, "RSS grew by {grew} KiB");
+    // The oldest were dismissed, the newest kept.
+    let listed: Vec<u64> = list(&mut c, None)
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect();
+    assert!(!listed.contains(&pids[0]), "{listed:?}");
+    assert!(listed.contains(&pids[39]), "{listed:?}");
+    assert!(listed.len() <= 17, "{listed:?}");
+}
+
+#[test]
+fn a_sync_calls_entry_goes_once_its_result_was_read_and_its_fid_clunked() {
+    let (_srv, mut c) = shell_session(&[]);
+    ok_text(&call_shell(&mut c, "echo one"));
+    assert_eq!(list(&mut c, Some("a1")), Vec::<serde_json::Value>::new());
+    // A call whose proc/<pid>/out is open elsewhere stays until that closes.
+    let fid = 30;
+    c.walk(fid, "proc/new").expect("walk");
+    c.ok(Body::Topen { fid, mode: ORDWR });
+    c.ok(Body::Twrite {
+        fid,
+        offset: 0,
+        data: payload(&[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", "sleep 0.5; echo two"),
+        ])
+        .into_bytes(),
+    });
+    let tag = c.tag();
+    c.send(
+        tag,
+        Body::Tread {
+            fid,
+            offset: 0,
+            count: 60000,
+        },
+    );
+    let mut other = Raw::connect(&_srv.socket);
+    other.version(65536);
+    other.ok(Body::Tattach {
+        fid: 0,
+        afid: toolsrv_wire::NOFID,
+        uname: "o".into(),
+        aname: String::new(),
+    });
+    let mut pid = None;
+    assert!(wait_until(WAIT, || {
+        pid = list(&mut other, Some("a1"))
+            .first()
+            .and_then(|p| p["pid"].as_u64());
+        pid.is_some()
+    }));
+    let pid = pid.expect("pid");
+    other.open(5, &format!("proc/{pid}/out"), OREAD);
+    let f = c.recv();
+    assert_eq!(f.tag, tag);
+    match f.body {
+        Body::Rread { data } => assert!(String::from_utf8_lossy(&data).contains("two")),
+        b => panic!("{b:?}"),
+    }
+    c.ok(Body::Tclunk { fid });
+    assert_eq!(list(&mut c, Some("a1")).len(), 1, "kept while out is open");
+    other.ok(Body::Tclunk { fid: 5 });
+    assert_eq!(list(&mut c, Some("a1")), Vec::<serde_json::Value>::new());
+}
+
+#[test]
+fn background_processes_per_agent_are_capped_with_a_clear_error() {
+    let (_srv, mut c) = shell_session(&["--max-background", "2"]);
+    let sleep = [("tool", "shell"), ("agent", "a1"), ("command", "sleep 30")];
+    let p1 = bg(&mut c, &sleep).expect("first");
+    bg(&mut c, &sleep).expect("second");
+    let e = bg(&mut c, &sleep).expect_err("third");
+    assert!(
+        e.contains("\"a1\"") && e.contains("2 background processes running"),
+        "{e}"
+    );
+    // Another agent is not affected; and once one ends there is room again.
+    load(&mut c, "a2", "shell");
+    bg(
+        &mut c,
+        &[("tool", "shell"), ("agent", "a2"), ("command", "true")],
+    )
+    .expect("a2");
+    c.write(&format!("proc/{p1}/ctl"), "kill").expect("kill");
+    assert!(wait_until(WAIT, || bg(&mut c, &sleep).is_ok()));
+}
+
+#[test]
+fn request_data_is_bounded_per_connection_not_only_per_fid() {
+    let srv = Server::start(&["--no-auth"]);
+    let mut c = srv.attached();
+    c.version(1 << 20);
+    c.ok(Body::Tattach {
+        fid: 0,
+        afid: toolsrv_wire::NOFID,
+        uname: "t".into(),
+        aname: String::new(),
+    });
+    let chunk = vec![b'x'; 1 << 19];
+    for fid in [1u32, 2] {
+        c.open(fid, "proc/new", ORDWR);
+        for k in 0..32u64 {
+            c.ok(Body::Twrite {
+                fid,
+                offset: k << 19,
+                data: chunk.clone(),
+            });
+        }
+    }
+    c.open(3, "proc/new", ORDWR);
+    let e = c.err(Body::Twrite {
+        fid: 3,
+        offset: 0,
+        data: b"tool=shell".to_vec(),
+    });
+    assert!(e.starts_with("request too large"), "{e}");
+    // Clunking a fid gives its bytes back.
+    c.ok(Body::Tclunk { fid: 1 });
+    c.ok(Body::Twrite {
+        fid: 3,
+        offset: 0,
+        data: b"tool=shell".to_vec(),
+    });
+}
+
+/// `toolsrv serve --secret-file <file>` on a fresh socket; the child.
+fn serve_with_secret_file(file: &std::path::Path) -> (tempfile::TempDir, std::process::Child) {
+    let run = tempfile::tempdir().expect("tempdir");
+    let child = Command::new(bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(run.path().join("s.sock"))
+        .arg("--cwd")
+        .arg(run.path())
+        .arg("--secret-file")
+        .arg(file)
+        .env("OLLIE_CFG_PATH", run.path().join("cfg"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    (run, child)
+}
+
+#[test]
+fn a_secret_file_readable_by_others_or_owned_by_another_uid_stops_startup() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let f = d.path().join("secret");
+    std::fs::write(&f, "pinned\n").expect("write");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let (_run, child) = serve_with_secret_file(&f);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&f.display().to_string()) && err.contains("0644"),
+        "{err}"
+    );
+    // Safety: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        std::os::unix::fs::chown(&f, Some(12345), None).expect("chown");
+        let (_run, child) = serve_with_secret_file(&f);
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("owned by uid 12345"), "{err}");
+    }
+}
+
+#[test]
+fn a_pinned_secret_is_the_only_one_accepted_even_for_the_first_client() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let f = d.path().join("secret");
+    std::fs::write(&f, "  pinned-secret\n").expect("write");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let f = f.to_str().expect("utf8").to_string();
+    let srv = Server::start(&["--secret-file", &f]);
+    let mut first = srv.raw();
+    assert_eq!(
+        first.authenticate("squatter").unwrap_err(),
+        "authentication failed"
+    );
+    let (mut c, token) = srv.authed("pinned-secret");
+    assert_eq!(token.len(), 64);
+    assert!(!c.read_file("info").is_empty());
+    let (_c2, token2) = srv.authed("pinned-secret");
+    assert_eq!(token, token2);
+}
