@@ -8,7 +8,6 @@ mod bypass;
 mod containment;
 mod daemon_cli;
 mod escapes;
-mod escapes_kernel;
 mod hostile;
 mod interop;
 mod lifecycle;

@@ -8,8 +8,17 @@
 //! result (an error text or errno), and the finding it guards. Every test
 //! fails on the code before issue 14 was fixed.
 //!
-//! Not here (another part of issue 14): the working-directory rename race,
-//! set-user-ID files, System V IPC and the MPTCP/Fast Open side doors.
+//! The cases, in order:
+//!
+//! | hole (issue 14) | tests |
+//! |---|---|
+//! | 2: request `env` overriding the approved command | `env_overrides_of_a_tools_arguments_are_refused_and_nothing_runs`, `a_dangerous_command_hidden_in_an_env_value_is_refused`, `pending_shows_the_request_env_and_escapes_control_characters` |
+//! | 3: a tool rewriting its own policy, tools, secret | `a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd`, `a_tool_cannot_create_the_policy_file_the_server_would_load`, `a_credential_store_under_a_readable_rule_is_unreadable` |
+//! | 6: session paths, client trust, closed stdout | `a_session_or_agent_unsafe_in_a_path_is_refused`, `the_client_refuses_a_secret_file_others_can_read_or_another_user_owns`, `the_client_refuses_to_send_its_secret_to_a_server_of_another_uid`, `a_closed_stdout_ends_the_cli_quietly` |
+//! | 1, 4, 5, 6 (kernel side): the cwd rename race, set-id files, port-list side doors, System V IPC | [`kernel`] |
+//!
+//! Containment escapes (processes outliving their run, limits) are in
+//! `containment.rs`.
 
 use std::collections::BTreeMap;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -671,3 +680,5 @@ fn a_closed_stdout_ends_the_cli_quietly() {
     );
     assert!(!stderr_of(&out).contains("panicked"), "{}", stderr_of(&out));
 }
+
+mod kernel;
