@@ -824,7 +824,9 @@ fn remove_stale(hierarchies: &[Hierarchy]) -> usize {
             let Some(pid) = name.to_str().and_then(instance_owner) else {
                 continue;
             };
-            if pid != me && !sys::alive(pid) {
+            // Ours (`pid == me`) cannot exist yet: it is a dead server's
+            // whose pid this process now has.
+            if pid == me || !sys::alive(pid) {
                 stale.push(e.path());
             }
         }
