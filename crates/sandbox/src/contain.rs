@@ -491,7 +491,13 @@ fn enable_v2_controllers(own: &Path, instance: &Path, notes: &mut Vec<String>) -
         .iter()
         .all(|c| subtree.split_whitespace().any(|o| o == *c));
     if !already {
-        if let Err(e) = enabled_in(own) {
+        let mut result = enabled_in(own);
+        if result.is_err() && alone_in(own) && move_into_leaf(own, notes) {
+            // The "no internal processes" rule was in the way: the server was
+            // its cgroup's only process, and now sits in a leaf beside its runs.
+            result = enabled_in(own);
+        }
+        if let Err(e) = result {
             notes.push(format!(
                 "cannot enable {} for {} ({e}): v2 gives grouping and kill only",
                 want.join(", "),
@@ -807,7 +813,40 @@ impl Drop for Run {
 
 /// Whether `name` is an instance directory (`toolsrv.<pid>`) and whose.
 fn instance_owner(name: &str) -> Option<i32> {
-    name.strip_prefix("toolsrv.")?.parse().ok()
+    let rest = name.strip_prefix("toolsrv.")?;
+    rest.strip_suffix(".server").unwrap_or(rest).parse().ok()
+}
+
+/// Whether this process is the only one in the cgroup `dir`.
+fn alone_in(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|t| {
+        let pids: Vec<&str> = t.split_whitespace().collect();
+        pids == [sys::getpid().to_string()]
+    })
+}
+
+/// Moves this process (the server, still single-threaded) into a leaf
+/// `toolsrv.<pid>.server` of `own`, so that `own` may hand controllers to its
+/// children (cgroup v2 lets a non-root cgroup do that only while it holds no
+/// process itself). The leaf stays until the next start removes it.
+fn move_into_leaf(own: &Path, notes: &mut Vec<String>) -> bool {
+    let leaf = own.join(format!("toolsrv.{}.server", sys::getpid()));
+    let moved =
+        std::fs::create_dir(&leaf).and_then(|()| std::fs::write(leaf.join("cgroup.procs"), "0"));
+    match moved {
+        Ok(()) => {
+            notes.push(format!("moved the server into {}", leaf.display()));
+            true
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir(&leaf);
+            notes.push(format!(
+                "cannot move the server into {}: {e}",
+                leaf.display()
+            ));
+            false
+        }
+    }
 }
 
 /// Removes the instance groups of servers that are gone (killing what they
@@ -906,6 +945,7 @@ mod tests {
     #[test]
     fn instance_names_carry_their_server() {
         assert_eq!(instance_owner("toolsrv.123"), Some(123));
+        assert_eq!(instance_owner("toolsrv.123.server"), Some(123));
         assert_eq!(instance_owner("toolsrv.x"), None);
         assert_eq!(instance_owner("run.1"), None);
     }
