@@ -2,7 +2,9 @@
 //!
 //! The first accepted secret is stored (in memory only) and a 64-hex-digit session
 //! token is created; later clients must present the same secret and get the same
-//! token. The secret is compared in constant time and never logged.
+//! token. With `serve --secret-file` the secret is pinned from the start
+//! ([`SecretAuth::pinned`]): only that secret is ever accepted, even from the
+//! first client. The secret is compared in constant time and never logged.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +15,77 @@ use toolsrv_vfs::{Auth, AuthHandle, Error, Handle};
 
 /// The largest secret accepted, in bytes.
 pub const MAX_SECRET_LEN: usize = 1024;
+
+/// Why a `--secret-file` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretFileError {
+    /// The file cannot be opened or read.
+    #[error("--secret-file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Owner, mode or content is not acceptable.
+    #[error("--secret-file {path}: {reason}")]
+    Unsafe {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Read a pinned secret (CONTRACT §3): the file must be owned by this
+/// process's uid and readable by no one else; surrounding whitespace is
+/// trimmed and 1 to [`MAX_SECRET_LEN`] bytes must remain.
+pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, SecretFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let name = path.display().to_string();
+    let read_err = |source| SecretFileError::Read {
+        path: name.clone(),
+        source,
+    };
+    let unsafe_err = |reason: String| SecretFileError::Unsafe {
+        path: name.clone(),
+        reason,
+    };
+    let mut f = std::fs::File::open(path).map_err(read_err)?;
+    let meta = f.metadata().map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(unsafe_err("not a regular file".into()));
+    }
+    // Safety: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if meta.uid() != uid {
+        return Err(unsafe_err(format!(
+            "owned by uid {}, not by the server's uid {uid}",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(unsafe_err(format!(
+            "mode {mode:04o} lets group or others access it (chmod 600)"
+        )));
+    }
+    let mut raw = Vec::new();
+    f.by_ref()
+        .take(MAX_SECRET_LEN as u64 * 4 + 1)
+        .read_to_end(&mut raw)
+        .map_err(read_err)?;
+    let trimmed = raw.trim_ascii();
+    if trimmed.is_empty() || trimmed.len() > MAX_SECRET_LEN {
+        return Err(unsafe_err(format!(
+            "the secret must be 1 to {MAX_SECRET_LEN} bytes after trimming, got {}",
+            trimmed.len()
+        )));
+    }
+    Ok(trimmed.to_vec())
+}
 
 struct Stored {
     secret: Vec<u8>,
@@ -29,6 +102,17 @@ impl SecretAuth {
     /// A fresh authenticator with no secret stored.
     pub fn new() -> Arc<SecretAuth> {
         Arc::new(SecretAuth::default())
+    }
+
+    /// An authenticator whose secret is fixed (`serve --secret-file`): no
+    /// client can set another one, the first included.
+    pub fn pinned(secret: Vec<u8>) -> Arc<SecretAuth> {
+        Arc::new(SecretAuth {
+            stored: Mutex::new(Some(Stored {
+                secret,
+                token: hex::encode(rand::random::<[u8; 32]>()),
+            })),
+        })
     }
 
     /// The session token, once a secret was stored.

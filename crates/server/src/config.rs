@@ -36,6 +36,11 @@ pub struct ServeConfig {
     pub max_output: u64,
     /// Pretend the kernel supports at most this Landlock ABI (a test hook).
     pub landlock_abi_limit: Option<i32>,
+    /// `--secret-file`: the file the pinned secret was read from (carved out
+    /// of every sandbox rule like `<socket>.secret`).
+    pub secret_file: Option<PathBuf>,
+    /// The pinned secret read from `secret_file` (CONTRACT §3).
+    pub pinned_secret: Option<PinnedSecret>,
     /// Where the built-in tool set is installed (once, content-addressed) when
     /// the tools directory does not exist; `None`: a temporary directory per run.
     pub builtin_cache: Option<PathBuf>,
@@ -61,6 +66,18 @@ impl ServeConfig {
             max_output: 8 << 20,
             landlock_abi_limit: None,
             builtin_cache: None,
+            secret_file: None,
+            pinned_secret: None,
         }
+    }
+}
+
+/// A secret pinned with `serve --secret-file`; its `Debug` never shows it.
+#[derive(Clone)]
+pub struct PinnedSecret(pub Vec<u8>);
+
+impl std::fmt::Debug for PinnedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PinnedSecret(..)")
     }
 }

@@ -23,7 +23,8 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// the policy file and its profiles directory (a tool that writes them widens
 /// its next sandbox), the tools directory as configured and as served (a tool
 /// that writes there changes what the next call runs), the socket (a tool
-/// that replaces it collects the next client's secret) and `<socket>.secret`.
+/// that replaces it collects the next client's secret), `<socket>.secret`
+/// and the `--secret-file`.
 fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
@@ -32,14 +33,16 @@ fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::p
         .parent()
         .unwrap_or_else(|| std::path::Path::new(""))
         .join("sandbox");
-    vec![
+    let mut files = vec![
         config.sandbox.clone(),
         profiles,
         config.tools_dir.clone(),
         tools_dir.to_path_buf(),
         config.listen.clone(),
         secret.into(),
-    ]
+    ];
+    files.extend(config.secret_file.clone());
+    files
 }
 
 /// The daemon's state: configuration, authentication, and (as later layers land)
@@ -115,7 +118,10 @@ impl Server {
             );
             (dir, temp)
         };
-        let auth = (!config.no_auth).then(SecretAuth::new);
+        let auth = (!config.no_auth).then(|| match &config.pinned_secret {
+            Some(p) => SecretAuth::pinned(p.0.clone()),
+            None => SecretAuth::new(),
+        });
         let started = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as u32)

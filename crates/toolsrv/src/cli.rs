@@ -23,7 +23,9 @@ pub struct Global {
     /// The server's socket [env: TOOLSRV_SOCKET].
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// A file holding the shared secret (default: <socket>.secret).
+    /// A file holding the shared secret (default: <socket>.secret). With
+    /// `serve`: pin the server's secret to this file's content (owned by the
+    /// server's uid, mode 0600 or stricter).
     #[arg(long, global = true, value_name = "FILE")]
     pub secret_file: Option<PathBuf>,
     /// Print raw JSON for commands that read JSON.

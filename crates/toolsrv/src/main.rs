@@ -25,7 +25,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match cli.command {
-        cli::Command::Serve(args) => serve::main(*args),
+        cli::Command::Serve(args) => serve::main(*args, cli.global.secret_file),
         cli::Command::Init { dir } => init::main(dir),
         other => client_cmd::main(&cli.global, other),
     }

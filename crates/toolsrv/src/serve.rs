@@ -54,10 +54,10 @@ fn scrub_environment() {
 }
 
 /// Run the daemon; configuration errors found at startup exit 1.
-pub fn main(args: ServeArgs) -> ExitCode {
+pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     let force_containment = std::env::var(toolsrv_sandbox::contain::FORCE_ENV).ok();
     scrub_environment();
-    let config = match resolve(args) {
+    let config = match resolve(args, secret_file) {
         Ok(c) => c,
         Err(e) => {
             say!("toolsrv: {e:#}");
@@ -138,7 +138,7 @@ fn worker_threads() -> usize {
 }
 
 /// Turn flags into a validated [`ServeConfig`].
-fn resolve(a: ServeArgs) -> Result<ServeConfig> {
+fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
     let cwd = match a.cwd {
         Some(p) => expand_tilde(&p),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -202,6 +202,12 @@ fn resolve(a: ServeArgs) -> Result<ServeConfig> {
     c.max_output = a.max_output;
     c.landlock_abi_limit = a.landlock_abi_limit;
     c.builtin_cache = crate::paths::cache_dir();
+    if let Some(f) = secret_file.map(|p| expand_tilde(&p)) {
+        // Read once, at startup: the secret is pinned for the server's life.
+        let secret = toolsrv_server::auth::read_secret_file(&f)?;
+        c.pinned_secret = Some(toolsrv_server::config::PinnedSecret(secret));
+        c.secret_file = Some(std::path::absolute(&f).unwrap_or(f));
+    }
     Ok(c)
 }
 
@@ -248,7 +254,11 @@ async fn run(
         cwd = %config.cwd.display(),
         tools = %config.tools_dir.display(),
         policy = %config.sandbox.display(),
-        auth = if config.no_auth { "off" } else { "secret" },
+        auth = match (config.no_auth, config.pinned_secret.is_some()) {
+            (true, _) => "off",
+            (false, true) => "pinned secret",
+            (false, false) => "secret",
+        },
         yolo = config.yolo,
         landlock_abi = toolsrv_sandbox::confine::landlock_abi(),
         "toolsrv serving"
