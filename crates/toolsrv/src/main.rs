@@ -6,6 +6,7 @@
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
 //! - [`output`]: printing that survives a closed stdout; escaping for the terminal.
+//! - [`remote_cmd`]: `toolsrv remote up|status|down` and `ssh://` sockets.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod cli;
@@ -16,6 +17,7 @@ mod logwriter;
 mod output;
 mod paths;
 mod proc_cmd;
+mod remote_cmd;
 mod serve;
 
 use std::process::ExitCode;
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args, cli.global.secret_file),
         cli::Command::Init { dir } => init::main(dir),
+        cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
         other => client_cmd::main(&cli.global, other),
     }
 }
