@@ -8,6 +8,7 @@ pub mod call;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
+pub mod remote;
 pub mod rtt;
 pub mod sandbox;
 
@@ -56,6 +57,11 @@ pub const ALL: &[Bench] = &[
         name: "sandbox",
         about: "sandboxed vs --yolo vs bwrap; spawn rate with 256 MiB of retained output",
         run: sandbox::run,
+    },
+    Bench {
+        name: "remote",
+        about: "a call through the SSH-forwarded socket vs the same server's own socket",
+        run: remote::run,
     },
 ];
 
