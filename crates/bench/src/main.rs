@@ -13,6 +13,7 @@ mod raw9p;
 mod report;
 mod sched;
 mod server;
+mod sshd;
 mod stats;
 mod tooldir;
 

@@ -217,3 +217,29 @@ fn missing_server_binary_is_named() {
         "{stderr}"
     );
 }
+
+#[test]
+fn remote_reports_the_ssh_hop_as_a_ratio_and_brings_the_remote_down() {
+    if !std::path::Path::new("/usr/sbin/sshd").exists() {
+        eprintln!("skipped: /usr/sbin/sshd is missing (.ci/run installs openssh-server)");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsrv-bench"))
+        .args(["remote", "--iters", "30"])
+        .env("TOOLSRV_BIN", server_bin())
+        .output()
+        .expect("run toolsrv-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    for name in [
+        "call shell true (ssh forward)",
+        "read_file info (ssh forward)",
+    ] {
+        let l = stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {stdout}"));
+        assert!(l.contains("n=30") && l.contains("| ratio "), "{l}");
+    }
+}

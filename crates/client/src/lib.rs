@@ -18,18 +18,24 @@
 //! Reconnect: after the server restarts, the same [`Client`] (and every clone)
 //! reconnects on its next request and authenticates again with its saved
 //! secret; requests that were in flight fail with [`ClientError::Disconnected`].
+//!
+//! Remote servers: [`Client::connect_address`] also takes
+//! `ssh://[user@]host[:port][/remote/socket]` (docs/remote.md).
 
+pub mod address;
 mod alloc;
 mod client;
 mod conn;
 mod error;
 mod file;
 mod path;
+pub mod remote;
 mod reply;
 pub mod secret;
 mod session;
 mod tools;
 
+pub use address::{Address, AddressError, SshAddress};
 pub use client::{Auth, Client};
 pub use error::ClientError;
 pub use file::RemoteFile;

@@ -65,6 +65,13 @@ pub(crate) fn resolve_with_env(
     create_secret_file(&default)
 }
 
+/// The secret in `<socket>.secret` only (no `$TOOLSRV_SECRET`, no
+/// `--secret-file`), created if missing: for sockets whose secret is pinned
+/// there, such as a remote's forwarded socket.
+pub fn socket_secret(socket: &Path) -> Result<String, ClientError> {
+    resolve_with_env(None, socket, None)
+}
+
 /// `<socket>.secret`.
 pub fn default_secret_path(socket: &Path) -> PathBuf {
     let mut s = OsString::from(socket.as_os_str());

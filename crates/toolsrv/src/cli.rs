@@ -31,7 +31,9 @@ pub struct Global {
     /// The server's socket [env: TOOLSRV_SOCKET].
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// A file holding the shared secret (default: <socket>.secret).
+    /// A file holding the shared secret (default: <socket>.secret). With
+    /// `serve`: pin the server's secret to this file's content (owned by the
+    /// server's uid, mode 0600 or stricter).
     #[arg(long, global = true, value_name = "FILE")]
     pub secret_file: Option<PathBuf>,
     /// Print raw JSON for commands that read JSON.
@@ -147,6 +149,61 @@ pub struct CallArgs {
     pub args: Vec<String>,
 }
 
+/// `toolsrv remote up` flags.
+#[derive(Debug, Args, Clone)]
+pub struct RemoteUpArgs {
+    /// The host: `[user@]host[:port]` or `ssh://[user@]host[:port][/remote/socket]`.
+    pub host: String,
+    /// The configuration directory to send (its `sandbox.yaml`, `sandbox/` and
+    /// `tools/`; default: the local Ollie config directory when it exists).
+    #[arg(long, value_name = "DIR")]
+    pub config: Option<PathBuf>,
+    /// The remote server's --idle-timeout.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "30m")]
+    pub idle_timeout: Duration,
+    /// The remote server's --cwd (default: the remote user's home) [env: TOOLSRV_REMOTE_CWD].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Set NAME=VALUE for every remote command (repeatable; also
+    /// $TOOLSRV_REMOTE_ENV, whitespace-separated), e.g. HOME for a shared account.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Do nothing when the forward already answers.
+    #[arg(long)]
+    pub if_needed: bool,
+    /// Print only the local socket's path.
+    #[arg(long)]
+    pub print_socket: bool,
+}
+
+/// `toolsrv remote` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RemoteCommand {
+    /// Install (if needed), configure and start toolsrv on a host, and forward a
+    /// local socket to it.
+    Up(RemoteUpArgs),
+    /// Show host, version, sockets, uptime, running processes and the last
+    /// recovery step.
+    Status {
+        /// The host, as given to `up`.
+        host: String,
+    },
+    /// Stop the forward and the remote server, and remove what `up` made.
+    Down {
+        /// The host, as given to `up`.
+        host: String,
+    },
+    /// The supervisor `up` starts (internal).
+    #[command(hide = true)]
+    Supervise {
+        /// Its local directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The address.
+        host: String,
+    },
+}
+
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -165,6 +222,9 @@ pub enum Command {
     },
     /// Print the manual page (roff), e.g. `toolsrv man | man -l -`.
     Man,
+    /// Run toolsrv on another host over SSH (`up`, `status`, `down`).
+    #[command(subcommand)]
+    Remote(RemoteCommand),
     /// Show the server's platform and architecture.
     Info,
     /// List every tool available on the server's host.

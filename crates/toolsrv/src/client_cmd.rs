@@ -48,8 +48,26 @@ fn socket_path(global: &Global) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("no socket: pass --socket PATH or set TOOLSRV_SOCKET"))
 }
 
+/// Whether the socket is an `ssh://` address.
+pub fn is_remote(global: &Global) -> bool {
+    socket_path(global).is_ok_and(|s| {
+        s.to_str()
+            .is_some_and(|t| t.starts_with(toolsrv_client::address::SSH_SCHEME))
+    })
+}
+
 async fn connect(global: &Global) -> Result<Client> {
     let socket = socket_path(global)?;
+    if let toolsrv_client::Address::Ssh(a) = toolsrv_client::Address::parse(&socket)? {
+        // Brought up if needed; the secret is the one pinned on the remote.
+        let local = crate::remote_cmd::ensure_up(&a)?;
+        let secret = toolsrv_client::secret::socket_secret(&local)?;
+        let c = Client::connect(&local, Auth::Secret(secret))
+            .await
+            .with_context(|| format!("cannot connect to {a} through {}", local.display()))?;
+        c.set_reconnect_timeout(toolsrv_client::remote::REMOTE_RECONNECT_WINDOW);
+        return Ok(c);
+    }
     let has_secret = std::env::var_os(toolsrv_client::secret::SECRET_ENV)
         .is_some_and(|v| !v.is_empty())
         || global.secret_file.is_some()
@@ -153,7 +171,11 @@ async fn stat_of(client: &Client, path: &str) -> Result<toolsrv_client::Stat> {
 async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<ExitCode> {
     let client = client.clone();
     match cmd {
-        Command::Serve(_) | Command::Init { .. } | Command::Completions { .. } | Command::Man => {
+        Command::Serve(_)
+        | Command::Init { .. }
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Remote(_) => {
             unreachable!("handled in main")
         }
         Command::All => {
@@ -185,7 +207,7 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
                 .await?
         }
         Command::Call(a) => return crate::proc_cmd::call(&client, global, &a).await,
-        Command::Bg(a) => return crate::proc_cmd::bg(&client, &a).await,
+        Command::Bg(a) => return crate::proc_cmd::bg(&client, global, &a).await,
         Command::Ps { agent, running } => {
             crate::proc_cmd::ps(&client, global, agent.as_deref(), running).await?
         }

@@ -8,6 +8,7 @@
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
 //! - [`output`]: printing that survives a closed stdout; escaping for the terminal.
+//! - [`remote_cmd`]: `toolsrv remote up|status|down` and `ssh://` sockets.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod cli;
@@ -19,6 +20,7 @@ mod logwriter;
 mod output;
 mod paths;
 mod proc_cmd;
+mod remote_cmd;
 mod serve;
 mod stream;
 
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         cli::Command::Init { dir } => init::main(dir),
         cli::Command::Completions { shell } => docs::completions(shell),
         cli::Command::Man => docs::man(),
+        cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
         other => client_cmd::main(&cli.global, other),
     }
 }

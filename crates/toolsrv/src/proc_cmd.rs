@@ -13,11 +13,17 @@ use crate::output::{for_terminal, json_for_terminal, outln, write_raw};
 
 /// The request for `call`/`bg`. Without `--cwd` it asks for the client's own
 /// working directory (CONTRACT §10); [`outside_cwd`] tells when the server
-/// refused that, and the caller then asks again without it.
-fn request(a: &CallArgs) -> Result<CallRequest> {
+/// refused that, and the caller then asks again without it. Against a
+/// remote server (`ssh://`) the local directory means nothing there: the
+/// tool runs in the server's `--cwd` unless `--cwd` says otherwise.
+fn request(a: &CallArgs, global: &Global) -> Result<CallRequest> {
     let mut req = CallRequest::new(&a.tool, &a.agent);
     req.session = a.session.clone();
+    let remote = crate::client_cmd::is_remote(global);
     req.cwd = a.cwd.clone().or_else(|| {
+        if remote {
+            return None;
+        }
         std::env::current_dir()
             .ok()
             .and_then(|d| d.to_str().map(str::to_string))
@@ -66,9 +72,9 @@ pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<Exit
     use std::io::IsTerminal;
     let stream = a.stream || (!a.no_stream && !global.json && std::io::stdout().is_terminal());
     if stream {
-        return crate::stream::call(client, a).await;
+        return crate::stream::call(client, global, a).await;
     }
-    let mut req = request(a)?;
+    let mut req = request(a, global)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
     let mut result = run_call(client, &req).await?;
     if a.cwd.is_none()
@@ -133,16 +139,16 @@ fn print_result(r: &ToolResult) -> Result<()> {
 }
 
 /// `toolsrv bg`: start, print the pid.
-pub async fn bg(client: &Client, a: &CallArgs) -> Result<ExitCode> {
-    let pid = start_bg(client, a).await?;
+pub async fn bg(client: &Client, global: &Global, a: &CallArgs) -> Result<ExitCode> {
+    let pid = start_bg(client, global, a).await?;
     outln!("{pid}")?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Start `a` in the background (in the caller's directory when the server
 /// accepts it); its pid.
-pub(crate) async fn start_bg(client: &Client, a: &CallArgs) -> Result<u64> {
-    let mut req = request(a)?;
+pub(crate) async fn start_bg(client: &Client, global: &Global, a: &CallArgs) -> Result<u64> {
+    let mut req = request(a, global)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
     let pid = match client.spawn(&req).await {
         Err(e) if a.cwd.is_none() && e.server_message().is_some_and(outside_cwd) => {
@@ -225,13 +231,25 @@ pub async fn stat(client: &Client, global: &Global, pid: u64) -> Result<()> {
 /// `toolsrv out [-f]`: the output so far; with `-f`, follow until the process ends.
 /// Without `-f` a running process's output is printed up to where it stands now
 /// (a read that waits longer than a moment means the end was reached; it is flushed).
+/// A lost connection (a server restart, a dropped SSH forward) does not end
+/// `-f`: the file is opened again on the reconnected client and reading
+/// resumes at the same offset, so nothing is lost or repeated.
 pub async fn out(client: &Client, pid: u64, follow: bool) -> Result<()> {
-    let f = client.open(&format!("proc/{pid}/out"), OREAD).await?;
+    let path = format!("proc/{pid}/out");
+    let mut f = client.open(&path, OREAD).await?;
     let mut offset = 0u64;
     loop {
         let read = f.read_at(offset, f.max_io());
         let data = if follow {
-            read.await?
+            match read.await {
+                Ok(d) => d,
+                Err(toolsrv_client::ClientError::Disconnected) => {
+                    crate::logwriter::say!("toolsrv: connection lost; resuming at byte {offset}");
+                    f = client.open(&path, OREAD).await?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
         } else {
             match tokio::time::timeout(std::time::Duration::from_millis(200), read).await {
                 Ok(r) => r?,

@@ -139,3 +139,76 @@ fn secret_never_reaches_the_log() {
     assert!(!log.contains("a-very-distinctive-secret"));
     assert!(!log.contains(&token));
 }
+
+/// A secret file owned by us with `mode`, holding `content`, in its own temp dir.
+fn secret_file(content: &str, mode: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().expect("tempdir");
+    let f = d.path().join("pinned.secret");
+    std::fs::write(&f, content).expect("write secret");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    (d, f)
+}
+
+#[test]
+fn a_pinned_secret_is_the_only_one_accepted_even_first() {
+    let (_d, f) = secret_file("  pinned-one\n", 0o600);
+    let srv = Server::start(&["--secret-file", f.to_str().expect("utf-8")]);
+    let mut c = srv.raw();
+    assert_eq!(
+        c.authenticate("first-comer").unwrap_err(),
+        "authentication failed",
+        "the first client cannot set its own secret"
+    );
+    let (_c, t1) = srv.authed("pinned-one");
+    let (_c2, t2) = srv.authed("pinned-one");
+    assert_eq!(t1.len(), 64);
+    assert_eq!(t1, t2);
+}
+
+fn serve_exit(f: &std::path::Path) -> (Option<i32>, String) {
+    let run = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(crate::util::bin())
+        .args(["serve", "--listen"])
+        .arg(run.path().join("s.sock"))
+        .arg("--cwd")
+        .arg(run.path())
+        .arg("--secret-file")
+        .arg(f)
+        .output()
+        .expect("run serve");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unsafe_or_missing_secret_file_stops_startup_naming_it() {
+    let (_d, f) = secret_file("s3cret", 0o640);
+    let (code, err) = serve_exit(&f);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&*f.to_string_lossy()) && err.contains("0640"),
+        "{err}"
+    );
+
+    let (_d2, empty) = secret_file(" \n", 0o600);
+    let (code, err) = serve_exit(&empty);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&*empty.to_string_lossy()), "{err}");
+
+    let missing = _d2.path().join("nope");
+    let (code, err) = serve_exit(&missing);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&*missing.to_string_lossy()), "{err}");
+
+    // Safety: getuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let (_d3, other) = secret_file("s3cret", 0o600);
+        std::os::unix::fs::chown(&other, Some(4242), None).expect("chown");
+        let (code, err) = serve_exit(&other);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("owned by uid 4242"), "{err}");
+    }
+}

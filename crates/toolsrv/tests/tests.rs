@@ -25,6 +25,8 @@ mod procs_ctl;
 mod procs_output;
 mod procs_util;
 mod procs_wakeups;
+mod remote;
+mod remote_util;
 mod requests;
 mod sandbox;
 mod sandbox_fs;

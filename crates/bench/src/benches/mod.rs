@@ -9,6 +9,7 @@ pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
 pub mod load;
+pub mod remote;
 pub mod rtt;
 pub mod sandbox;
 
@@ -62,6 +63,11 @@ pub const ALL: &[Bench] = &[
         name: "load",
         about: "32 agents x 1,000 mixed calls with 100 hostile idle connections: failures, zombies, descriptors, peak RSS",
         run: load::run,
+    },
+    Bench {
+        name: "remote",
+        about: "a call through the SSH-forwarded socket vs the same server's own socket",
+        run: remote::run,
     },
 ];
 

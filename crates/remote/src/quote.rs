@@ -1,0 +1,72 @@
+//! Quoting for the remote shell. Every value that reaches a remote command
+//! line goes through [`sh`]: single quotes, with `'` written as `'\''`, which
+//! POSIX sh, bash, zsh and fish all read back as the same bytes.
+
+use crate::error::RemoteError;
+use std::path::Path;
+
+/// `s` as one single-quoted word.
+pub fn sh(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A path as one quoted word; paths that are not UTF-8 or hold a newline
+/// are refused (the remote scripts read paths line by line).
+pub fn path(p: &Path) -> Result<String, RemoteError> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| RemoteError::Config(format!("{} is not UTF-8", p.display())))?;
+    text(s).map(|_| sh(s))
+}
+
+/// Check that `s` can travel in a line-oriented remote script.
+pub fn text(s: &str) -> Result<&str, RemoteError> {
+    if s.contains(['\n', '\r', '\0']) {
+        return Err(RemoteError::Config(format!(
+            "{s:?} contains a newline or NUL"
+        )));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `sh -c 'printf %s <quoted>'` prints is the original.
+    #[test]
+    fn quoting_survives_a_real_shell() {
+        for s in [
+            "plain",
+            "",
+            "it's",
+            "a b\tc",
+            "$HOME `id` $(id) \\ \" ; | & > < * ? [ ] ~ # !",
+            "''''",
+            "-n",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", sh(s)))
+                .output()
+                .expect("sh");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), s, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn newlines_are_refused() {
+        assert!(text("a\nb").is_err());
+        assert!(path(Path::new("/x/y")).is_ok());
+    }
+}
