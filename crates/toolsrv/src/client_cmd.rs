@@ -36,7 +36,7 @@ pub fn main(global: &Global, cmd: Command) -> ExitCode {
     }
 }
 
-fn socket_path(global: &Global) -> Result<PathBuf> {
+pub(crate) fn socket_path(global: &Global) -> Result<PathBuf> {
     global
         .socket
         .clone()
@@ -48,7 +48,7 @@ fn socket_path(global: &Global) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("no socket: pass --socket PATH or set TOOLSRV_SOCKET"))
 }
 
-async fn connect(global: &Global) -> Result<Client> {
+pub(crate) async fn connect(global: &Global) -> Result<Client> {
     let socket = socket_path(global)?;
     let has_secret = std::env::var_os(toolsrv_client::secret::SECRET_ENV)
         .is_some_and(|v| !v.is_empty())
@@ -153,7 +153,9 @@ async fn stat_of(client: &Client, path: &str) -> Result<toolsrv_client::Stat> {
 async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<ExitCode> {
     let client = client.clone();
     match cmd {
-        Command::Serve(_) | Command::Init { .. } => unreachable!("handled in main"),
+        Command::Serve(_) | Command::Init { .. } | Command::Mcp(_) => {
+            unreachable!("handled in main")
+        }
         Command::All => {
             let data = client.read_file("all").await?;
             print_json(global, &data, |v| table(v, &["name", "description"]))?;

@@ -3,6 +3,7 @@
 //! - [`cli`]: the command line (clap): global flags and every subcommand.
 //! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
 //! - [`client_cmd`]: the client subcommands, over the client library.
+//! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
 //! - [`output`]: printing that survives a closed stdout; escaping for the terminal.
@@ -13,6 +14,7 @@ mod client_cmd;
 mod describe;
 mod init;
 mod logwriter;
+mod mcp_cmd;
 mod output;
 mod paths;
 mod proc_cmd;
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args),
         cli::Command::Init { dir } => init::main(dir),
+        cli::Command::Mcp(args) => mcp_cmd::main(&cli.global, args),
         other => client_cmd::main(&cli.global, other),
     }
 }
