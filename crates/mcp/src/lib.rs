@@ -22,11 +22,13 @@ pub use token::{generate_token, write_token_file};
 
 use rmcp::ServiceExt;
 
-/// Serves one MCP session on stdin/stdout until the client closes it. Calls
+/// Serves one MCP session on stdin/stdout until the client closes it (pipes
+/// are driven by the reactor, not the blocking pool: no thread hop per
+/// message). Calls
 /// still running then are cancelled (their fids clunked).
 pub async fn serve_stdio(bridge: Bridge) -> Result<(), BridgeError> {
     let running = bridge
-        .serve(rmcp::transport::stdio())
+        .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| BridgeError::Mcp(e.to_string()))?;
     running

@@ -8,6 +8,7 @@ pub mod call;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
+pub mod mcp;
 pub mod rtt;
 pub mod sandbox;
 
@@ -51,6 +52,11 @@ pub const ALL: &[Bench] = &[
         name: "call",
         about: "call-rtt, call-throughput and call-stream, one after the other",
         run: call::run,
+    },
+    Bench {
+        name: "mcp",
+        about: "MCP tools/call through `toolsrv mcp` (stdio) vs the same call over 9P",
+        run: mcp::run,
     },
     Bench {
         name: "sandbox",
