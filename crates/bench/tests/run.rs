@@ -243,3 +243,19 @@ fn remote_reports_the_ssh_hop_as_a_ratio_and_brings_the_remote_down() {
         assert!(l.contains("n=30") && l.contains("| ratio "), "{l}");
     }
 }
+
+/// `mcp` prints the bridge's round trip beside the same call over 9P, as a
+/// ratio with its goal.
+#[test]
+fn mcp_reports_the_bridge_beside_9p() {
+    let stdout = bench(&["mcp", "--iters", "30"]);
+    assert!(stdout.contains("== mcp: tools/call"), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("mcp tools/call /bin/true"))
+        .unwrap_or_else(|| panic!("no mcp line: {stdout}"));
+    assert!(
+        line.contains("| baseline 9p call /bin/true median") && line.contains("(goal <= 1.2x: "),
+        "{line}"
+    );
+}

@@ -81,6 +81,13 @@ impl Client {
         json("proc/new", &out)
     }
 
+    /// [`Client::call`], returning the result's JSON as the server sent it
+    /// (MCP's `CallToolResult` shape, for bridges that pass it on).
+    pub async fn call_raw(&self, req: &CallRequest) -> Result<Vec<u8>, ClientError> {
+        self.transact_with_token("proc/new", |t| with_token(req, t))
+            .await
+    }
+
     /// Start a tool in the background; returns its pid.
     pub async fn spawn(&self, req: &CallRequest) -> Result<u64, ClientError> {
         let out = self

@@ -118,7 +118,7 @@ pub fn format_size(n: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if n >= scale && n % scale == 0 {
+        if n >= scale && n.is_multiple_of(scale) {
             return format!("{}{unit}", n / scale);
         }
     }

@@ -23,11 +23,14 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// the policy file and its profiles directory (a tool that writes them widens
 /// its next sandbox), the tools directory as configured and as served (a tool
 /// that writes there changes what the next call runs), the socket (a tool
-/// that replaces it collects the next client's secret), `<socket>.secret` and
+/// that replaces it collects the next client's secret), `<socket>.secret`,
+/// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md) and
 /// the `--secret-file`.
 fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
+    let mut mcp_token = config.listen.clone().into_os_string();
+    mcp_token.push(".mcp-token");
     let profiles = config
         .sandbox
         .parent()
@@ -40,6 +43,7 @@ fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::p
         tools_dir.to_path_buf(),
         config.listen.clone(),
         secret.into(),
+        mcp_token.into(),
     ]
     .into_iter()
     .chain(config.secret_file.clone())

@@ -204,6 +204,35 @@ pub enum RemoteCommand {
     },
 }
 
+/// `toolsrv mcp` flags (docs/mcp.md).
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The agent ID whose loaded tools are served.
+    #[arg(long)]
+    pub agent: String,
+    /// A session ID sent with every call.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Tools to load for the agent at startup (comma-separated).
+    #[arg(long, value_name = "TOOL,...", value_delimiter = ',')]
+    pub load: Vec<String>,
+    /// The working directory of calls (default: this directory when it lies
+    /// under the server's --cwd, else the server's --cwd).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Serve Streamable HTTP instead of stdio: 127.0.0.1:PORT, [::1]:PORT or a
+    /// Unix socket path. Every request needs the bearer token.
+    #[arg(long, value_name = "ADDR|PATH")]
+    pub http: Option<String>,
+    /// With --http: where the generated bearer token is written, mode 0600
+    /// (default: <socket>.mcp-token). $TOOLSRV_MCP_TOKEN sets the token instead.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// How often the agent's tools_rev is read for list_changed notifications.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "250ms")]
+    pub poll: Duration,
+}
+
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -225,6 +254,8 @@ pub enum Command {
     /// Run toolsrv on another host over SSH (`up`, `status`, `down`).
     #[command(subcommand)]
     Remote(RemoteCommand),
+    /// Serve the agent's tools to MCP clients (stdio, or Streamable HTTP with --http).
+    Mcp(McpArgs),
     /// Show the server's platform and architecture.
     Info,
     /// List every tool available on the server's host.

@@ -36,7 +36,7 @@ pub fn main(global: &Global, cmd: Command) -> ExitCode {
     }
 }
 
-fn socket_path(global: &Global) -> Result<PathBuf> {
+pub(crate) fn socket_path(global: &Global) -> Result<PathBuf> {
     global
         .socket
         .clone()
@@ -56,7 +56,7 @@ pub fn is_remote(global: &Global) -> bool {
     })
 }
 
-async fn connect(global: &Global) -> Result<Client> {
+pub(crate) async fn connect(global: &Global) -> Result<Client> {
     let socket = socket_path(global)?;
     if let toolsrv_client::Address::Ssh(a) = toolsrv_client::Address::parse(&socket)? {
         // Brought up if needed; the secret is the one pinned on the remote.
@@ -175,7 +175,8 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         | Command::Init { .. }
         | Command::Completions { .. }
         | Command::Man
-        | Command::Remote(_) => {
+        | Command::Remote(_)
+        | Command::Mcp(_) => {
             unreachable!("handled in main")
         }
         Command::All => {

@@ -3,6 +3,7 @@
 //! - [`cli`]: the command line (clap): global flags and every subcommand.
 //! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
 //! - [`client_cmd`]: the client subcommands, over the client library.
+//! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
@@ -17,6 +18,7 @@ mod describe;
 mod docs;
 mod init;
 mod logwriter;
+mod mcp_cmd;
 mod output;
 mod paths;
 mod proc_cmd;
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         cli::Command::Completions { shell } => docs::completions(shell),
         cli::Command::Man => docs::man(),
         cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
+        cli::Command::Mcp(args) => mcp_cmd::main(&cli.global, args),
         other => client_cmd::main(&cli.global, other),
     }
 }

@@ -16,6 +16,7 @@ mod lifecycle_ollie;
 mod lifecycle_startup;
 mod lifecycle_util;
 mod malformed;
+mod mcp;
 mod namespace;
 mod pipelining;
 mod procs;

@@ -9,6 +9,7 @@ pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
 pub mod load;
+pub mod mcp;
 pub mod remote;
 pub mod rtt;
 pub mod sandbox;
@@ -53,6 +54,11 @@ pub const ALL: &[Bench] = &[
         name: "call",
         about: "call-rtt, call-throughput and call-stream, one after the other",
         run: call::run,
+    },
+    Bench {
+        name: "mcp",
+        about: "MCP tools/call through `toolsrv mcp` (stdio) vs the same call over 9P",
+        run: mcp::run,
     },
     Bench {
         name: "sandbox",

@@ -1,0 +1,39 @@
+//! The MCP bridge (issue 19): an MCP server, built on the official Rust SDK
+//! `rmcp`, that is a toolsrv client underneath. `tools/list` is the agent's
+//! loaded tools, `tools/call` a `proc/new` request; `notifications/cancelled`
+//! clunks it; `_meta {"toolsrv/bypass": true}` goes through the bypass
+//! broker. Transports: stdio ([`serve_stdio`]) and Streamable HTTP
+//! ([`serve_http`]) behind a bearer token. See docs/mcp.md.
+
+mod args;
+mod bridge;
+mod call;
+mod error;
+mod handler;
+mod http;
+mod progress;
+mod token;
+
+pub use bridge::{Bridge, BridgeConfig};
+pub use call::BYPASS_META;
+pub use error::{ArgError, BridgeError};
+pub use http::{serve_http, HttpListen, Listener, ENDPOINT};
+pub use token::{generate_token, write_token_file};
+
+use rmcp::ServiceExt;
+
+/// Serves one MCP session on stdin/stdout until the client closes it (pipes
+/// are driven by the reactor, not the blocking pool: no thread hop per
+/// message). Calls
+/// still running then are cancelled (their fids clunked).
+pub async fn serve_stdio(bridge: Bridge) -> Result<(), BridgeError> {
+    let running = bridge
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .map_err(|e| BridgeError::Mcp(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| BridgeError::Mcp(e.to_string()))?;
+    Ok(())
+}
