@@ -37,3 +37,30 @@ fn emit(bytes: &[u8]) -> ExitCode {
         }
     }
 }
+
+/// Whether the command line asks for `serve`'s help (`toolsrv serve --help`).
+///
+/// clap shows a global flag in every subcommand's help; `serve` takes none of
+/// the client's (`--socket`, `--json`) and gives `--secret-file` its own
+/// meaning, so its help is built from its own flags only.
+pub fn serve_help_requested() -> bool {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    args.first().is_some_and(|a| a == "serve")
+        && args[1..].iter().any(|a| a == "--help" || a == "-h")
+}
+
+/// Prints `serve`'s help: its own flags, and `--secret-file` as `serve` reads it.
+pub fn serve_help() -> ExitCode {
+    use clap::Args;
+    let cmd = crate::cli::ServeArgs::augment_args(clap::Command::new("serve"))
+        .bin_name("toolsrv serve")
+        .about("Run the daemon: serve the tool namespace on a Unix socket")
+        .arg(
+        clap::Arg::new("secret_file")
+            .long("secret-file")
+            .value_name("FILE")
+            .help("Accept only the secret in FILE (owned by this user, no group/other access), from the first client on"),
+    );
+    let help = cmd.clone().render_help().to_string();
+    emit(help.as_bytes())
+}

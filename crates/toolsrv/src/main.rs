@@ -31,6 +31,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    if docs::serve_help_requested() {
+        return docs::serve_help();
+    }
     let cli = cli::Cli::parse();
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args, cli.global.secret_file),

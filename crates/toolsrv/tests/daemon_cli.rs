@@ -558,3 +558,16 @@ fn an_interpreter_is_the_real_program_not_a_shim() {
     );
     drop(dir);
 }
+
+/// `serve --help` lists what `serve` takes, not the client's flags.
+#[test]
+fn serve_help_lists_only_serve_flags() {
+    let out = Command::new(bin())
+        .args(["serve", "--help"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--listen") && help.contains("--secret-file"), "{help}");
+    assert!(!help.contains("--json") && !help.contains("--socket "), "{help}");
+}
