@@ -60,8 +60,7 @@ impl Server {
         auth: Arc<dyn Auth>,
         shutdown: &CancellationToken,
     ) {
-        // Safety: getuid has no preconditions and cannot fail.
-        let my_uid = unsafe { libc::getuid() };
+        let my_uid = crate::sys::getuid();
         let limits = Limits {
             auth_timeout: Some(self.config.auth_timeout).filter(|d| !d.is_zero()),
             ..Limits::default()

@@ -35,6 +35,7 @@ pub mod registry;
 pub mod secret_file;
 pub mod server;
 pub mod socket;
+mod sys;
 pub mod watchdog;
 
 pub use config::ServeConfig;

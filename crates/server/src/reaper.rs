@@ -53,11 +53,7 @@ impl Tracked {
 
 /// Make this process a child subreaper.
 pub fn become_subreaper() -> std::io::Result<()> {
-    // Safety: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::set_child_subreaper()
 }
 
 /// Our children: (pid, state letter).
@@ -131,9 +127,7 @@ pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
             scan.alive += 1;
             continue;
         }
-        let mut status = 0;
-        // Safety: waitpid on one specific child with WNOHANG.
-        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+        if crate::sys::reap_if_exited(pid) {
             scan.reaped += 1;
         }
     }
@@ -146,11 +140,9 @@ pub fn kill_orphans(tracked: &Tracked) {
     let g = tracked.lock();
     for (pid, _) in children() {
         if !g.contains(&pid) {
-            // Safety: kill(2) of a process (group) that is our child.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
-            }
+            // A child of ours and its group; either may be gone already.
+            let _ = crate::sys::kill(-pid, libc::SIGKILL);
+            let _ = crate::sys::kill(pid, libc::SIGKILL);
         }
     }
 }

@@ -121,8 +121,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn uid() -> u32 {
-        // Safety: getuid has no preconditions.
-        unsafe { libc::getuid() }
+        crate::sys::getuid()
     }
 
     fn file(text: &str, mode: u32) -> (tempfile::TempDir, PathBuf) {

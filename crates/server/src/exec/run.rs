@@ -2,7 +2,7 @@
 //! reap it, and record how it ended.
 
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use toolsrv_sandbox::spawn::{Child, ExitStatus};
 use super::spawner::Job;
 use super::{Executor, Prepared};
 use crate::procs::Proc;
+use crate::sys;
 
 /// How long a tool gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -30,18 +31,10 @@ const PUMP_START: usize = 16 * 1024;
 
 /// A pipe with both ends close-on-exec; the read end non-blocking.
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // Safety: pipe2 writes two descriptors into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Safety: both descriptors were just created and are owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // Safety: fcntl on a descriptor we own. A new pipe's read end has no
-    // status flag set, and F_SETFL leaves the access mode alone: no F_GETFL.
-    if unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let (r, w) = sys::pipe()?;
+    // A new pipe's read end has no status flag set, and F_SETFL leaves the
+    // access mode alone: no F_GETFL.
+    sys::set_status_nonblocking(r.as_fd())?;
     Ok((r, w))
 }
 
@@ -49,9 +42,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// tool. Done once its output fills the pump's first buffer, not for every
 /// tool (most print little, and the larger ring costs an allocation). The
 /// kernel may refuse (pipe-max-size, per-user limits), which is fine.
-fn grow_pipe(fd: &impl AsRawFd) {
-    // Safety: fcntl on a descriptor the caller keeps open.
-    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+fn grow_pipe(fd: BorrowedFd<'_>) {
+    let _ = sys::set_pipe_size(fd, PIPE_SIZE);
 }
 
 /// The child's pidfd as the runtime watches it: borrowed from the [`Child`],
@@ -350,7 +342,7 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
                 proc.output.push_paced(&buf).await;
                 if n == buf.capacity() && n < PIPE_SIZE as usize {
                     if !grown {
-                        grow_pipe(&rx);
+                        grow_pipe(rx.get_ref().as_fd());
                         grown = true;
                     }
                     buf = Vec::with_capacity((n * 4).min(PIPE_SIZE as usize));
@@ -366,22 +358,7 @@ async fn read_some(rx: &AsyncFd<OwnedFd>, buf: &mut Vec<u8>) -> std::io::Result<
     loop {
         let mut guard = rx.readable().await?;
         let spare = buf.spare_capacity_mut();
-        let result = guard.try_io(|fd| {
-            // Safety: reads at most `spare.len()` bytes into memory `buf` owns
-            // and has reserved; nothing reads that memory before `set_len`.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    spare.as_mut_ptr().cast::<libc::c_void>(),
-                    spare.len(),
-                )
-            };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
+        let result = guard.try_io(|fd| sys::read(fd.get_ref().as_fd(), spare));
         match result {
             Ok(Ok(n)) => {
                 // Safety: the kernel initialised the first `n` spare bytes.

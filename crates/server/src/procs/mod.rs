@@ -238,10 +238,7 @@ impl Proc {
                 _ => return Err(format!("process {} is not running", self.pid)),
             }
         };
-        // Safety: kill(2) with a negative pid signals that process group; no memory involved.
-        let r = unsafe { libc::kill(-pgid, sig) };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = crate::sys::kill(-pgid, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
                 return Err(format!("cannot signal process {}: {e}", self.pid));
             }
