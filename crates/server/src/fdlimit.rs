@@ -26,21 +26,21 @@ pub fn raise_nofile(want: u64) -> std::io::Result<u64> {
 
 /// A descriptor held in reserve: closed to make room for one `accept` when
 /// the limit is reached, then reopened.
-pub struct Reserve(Option<OwnedFd>);
+pub(crate) struct Reserve(Option<OwnedFd>);
 
 impl Reserve {
     /// Open the reserve (`/dev/null`).
-    pub fn new() -> Reserve {
+    pub(crate) fn new() -> Reserve {
         Reserve(open_null())
     }
 
     /// Give the descriptor back to the process.
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         self.0 = None;
     }
 
     /// Take a descriptor again (if one is free).
-    pub fn restore(&mut self) {
+    pub(crate) fn restore(&mut self) {
         if self.0.is_none() {
             self.0 = open_null();
         }

@@ -16,15 +16,15 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 /// How often to look again while orphans are alive.
-pub const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Pids of tool processes the executor reaps itself, and the notice that one
 /// ended (a moment when orphans may have appeared).
 #[derive(Default)]
-pub struct Tracked {
+pub(crate) struct Tracked {
     pids: Mutex<HashSet<i32>>,
     /// Signalled when a tool was reaped and its group killed.
-    pub ended: tokio::sync::Notify,
+    pub(crate) ended: tokio::sync::Notify,
 }
 
 impl Tracked {
@@ -34,7 +34,7 @@ impl Tracked {
     /// Spawn while holding the lock, recording the new pid before the orphan
     /// reaper can look at it (a fast tool may already be a zombie when `spawn`
     /// returns).
-    pub fn spawning<T, E>(
+    pub(crate) fn spawning<T, E>(
         &self,
         spawn: impl FnOnce() -> Result<T, E>,
         pid_of: impl FnOnce(&T) -> i32,
@@ -45,7 +45,7 @@ impl Tracked {
         Ok(t)
     }
     /// A tool was reaped (and its group killed): orphans may have appeared.
-    pub fn remove(&self, pid: i32) {
+    pub(crate) fn remove(&self, pid: i32) {
         self.lock().remove(&pid);
         self.ended.notify_one();
     }
@@ -102,15 +102,15 @@ fn scan_children() -> Vec<i32> {
 
 /// What one look for orphans found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct OrphanScan {
+pub(crate) struct OrphanScan {
     /// Zombie orphans reaped.
-    pub reaped: usize,
+    pub(crate) reaped: usize,
     /// Orphans still alive (they will need reaping once they end).
-    pub alive: usize,
+    pub(crate) alive: usize,
 }
 
 /// Reap zombie children that are not tracked tools, and count the live ones.
-pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
+pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
     let mut scan = OrphanScan::default();
     let kids = children();
     if kids.is_empty() {
@@ -136,7 +136,7 @@ pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
 
 /// Kill every child that is not a tracked tool (and its group): used at shutdown
 /// for orphans re-parented to us.
-pub fn kill_orphans(tracked: &Tracked) {
+pub(crate) fn kill_orphans(tracked: &Tracked) {
     let g = tracked.lock();
     for (pid, _) in children() {
         if !g.contains(&pid) {

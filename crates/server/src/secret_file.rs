@@ -57,7 +57,7 @@ pub struct Secret(Vec<u8>);
 
 impl Secret {
     /// The secret's bytes.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
 }

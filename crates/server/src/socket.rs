@@ -39,7 +39,7 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
 /// A bound listening socket and the identity of the file it created.
 pub struct Bound {
     /// The listener.
-    pub listener: UnixListener,
+    pub(crate) listener: UnixListener,
     path: PathBuf,
     /// (device, inode) of the socket file we created.
     id: Option<(u64, u64)>,
@@ -49,7 +49,7 @@ impl Bound {
     /// Stop listening and remove the socket file, but only if it is still the
     /// one we created: a successor that replaced it (our socket looked stale to
     /// it once we stopped accepting) keeps its own.
-    pub fn close(self) {
+    pub(crate) fn close(self) {
         use std::os::unix::fs::MetadataExt;
         drop(self.listener);
         let ours = std::fs::symlink_metadata(&self.path)
@@ -155,7 +155,7 @@ fn bind_listener(path: &Path) -> Result<UnixListener, SocketError> {
 }
 
 /// The peer's uid and pid, if the kernel tells.
-pub fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
+pub(crate) fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
     match stream.peer_cred() {
         Ok(c) => (Some(c.uid()), c.pid()),
         Err(_) => (None, None),
@@ -167,10 +167,10 @@ pub fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
 /// one go instead of in pieces, each waiting for the client to drain some. The
 /// kernel caps it at `net.core.wmem_max` (often 208 KiB); memory is only used
 /// while replies are queued.
-pub const SEND_BUFFER: i32 = 2 << 20;
+pub(crate) const SEND_BUFFER: i32 = 2 << 20;
 
 /// Ask for a [`SEND_BUFFER`]-byte send buffer on `stream` (best effort).
-pub fn enlarge_send_buffer(stream: &UnixStream) {
+pub(crate) fn enlarge_send_buffer(stream: &UnixStream) {
     use std::os::fd::AsFd;
     if let Err(e) = crate::sys::set_send_buffer(stream.as_fd(), SEND_BUFFER) {
         tracing::debug!(error = %e, "cannot enlarge the send buffer");
@@ -179,6 +179,26 @@ pub fn enlarge_send_buffer(stream: &UnixStream) {
 
 /// Whether a peer with `peer_uid` may talk to a server running as `my_uid`:
 /// same uid, or the server runs as root.
-pub fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
+pub(crate) fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
     my_uid == 0 || peer_uid == Some(my_uid)
+}
+
+/// Whether `pid` is a descendant of this process (its parent chain reaches us);
+/// `None` when that cannot be told (the process is gone, `/proc` unreadable).
+pub(crate) fn is_descendant_of_self(pid: i32) -> Option<bool> {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p == me {
+            return Some(true);
+        }
+        if p <= 1 {
+            return Some(false);
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // The command name is in parentheses and may contain spaces: parse after the last ')'.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        p = rest.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
 }

@@ -101,7 +101,7 @@ impl Watchdog {
     }
 
     /// A tool process group was started.
-    pub fn track(&self, pgid: i32) {
+    pub(crate) fn track(&self, pgid: i32) {
         let mut b = self.books();
         let slot = match b.free.pop() {
             Some(s) => s,
@@ -126,7 +126,7 @@ impl Watchdog {
     }
 
     /// A tool process group is gone (reaped and killed).
-    pub fn untrack(&self, pgid: i32) {
+    pub(crate) fn untrack(&self, pgid: i32) {
         let mut b = self.books();
         if let Some(slot) = b.slot_of.remove(&pgid) {
             self.table.slot(slot).store(0, Ordering::Release);

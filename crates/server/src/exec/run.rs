@@ -11,12 +11,38 @@ use tokio::io::unix::AsyncFd;
 use toolsrv_protocol::ProcState;
 use toolsrv_protocol::{limit_reached_line, LimitName};
 use toolsrv_sandbox::contain::Run;
-use toolsrv_sandbox::spawn::{Child, ExitStatus};
+use toolsrv_sandbox::spawn::{Child, ExitStatus, SpawnError};
 
 use super::spawner::Job;
-use super::{Executor, Prepared};
+use super::{Executor, Prepared, Refused};
 use crate::procs::Proc;
 use crate::sys;
+
+/// Why a run failed before its tool ran; the text is the run's output.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunError {
+    /// The request holds a NUL byte.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// No pipe for the output.
+    #[error("cannot create the output pipe: {0}")]
+    Pipe(#[source] std::io::Error),
+    /// The run's kernel group could not be made.
+    #[error("cannot make the run's group: {0}")]
+    Group(#[source] std::io::Error),
+    /// The run's kernel group could not be opened for joining.
+    #[error("cannot open the run's group: {0}")]
+    Join(#[source] std::io::Error),
+    /// The spawn failed, or the child could not run its program.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The child's pidfd could not be watched.
+    #[error("cannot watch the process: {0}")]
+    Watch(#[source] std::io::Error),
+    /// The child could not be reaped.
+    #[error("cannot reap the process")]
+    Reap,
+}
 
 /// How long a tool gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -94,11 +120,11 @@ async fn cpu_spent(run: &mut Run, limit: Duration) {
 
 impl Executor {
     /// Run a prepared request as `proc` to its end. Records the final state.
-    pub async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
+    pub(crate) async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
         let (state, code) = match self.run_inner(proc, prep).await {
             Ok(r) => r,
-            Err(msg) => {
-                proc.output.push(msg.as_bytes());
+            Err(e) => {
+                proc.output.push(e.to_string().as_bytes());
                 (ProcState::Failed, 127)
             }
         };
@@ -123,16 +149,11 @@ impl Executor {
         &self,
         proc: &Arc<Proc>,
         prep: &Prepared,
-    ) -> Result<(ProcState, i32), String> {
-        let (program, argv, envp, cwd) = prep.c_strings().map_err(|r| r.0)?;
-        let (rd, wr) = pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
-        let mut run = self
-            .containment
-            .run(prep.limits)
-            .map_err(|e| format!("cannot make the run's group: {e}"))?;
-        let join = run
-            .join()
-            .map_err(|e| format!("cannot open the run's group: {e}"))?;
+    ) -> Result<(ProcState, i32), RunError> {
+        let (program, argv, envp, cwd) = prep.c_strings()?;
+        let (rd, wr) = pipe().map_err(RunError::Pipe)?;
+        let mut run = self.containment.run(prep.limits).map_err(RunError::Group)?;
+        let join = run.join().map_err(RunError::Join)?;
         let job = Job {
             program,
             argv,
@@ -171,7 +192,7 @@ impl Executor {
                 .map_err(|e| {
                     let e = std::io::Error::from(e);
                     run.kill();
-                    self.abandon(&mut child, format!("cannot watch the process: {e}"))
+                    self.abandon(&mut child, RunError::Watch(e))
                 })?;
         // The output is pumped by this task, alongside every wait below (no
         // task of its own: the tool's exit and its pipe's end of file then
@@ -223,10 +244,10 @@ impl Executor {
             .flatten()
             .or_else(|| child.wait().ok());
         self.forget(child.pid());
-        let status = status.ok_or("cannot reap the process")?;
+        let status = status.ok_or(RunError::Reap)?;
         // A child that could not run its program (exit status 127) says why.
         if let Some(e) = child.setup_error() {
-            return Err(e.to_string());
+            return Err(RunError::Spawn(e));
         }
         if matches!(end, End::CpuSpent) {
             hits.push(LimitName::Cpu);
@@ -266,11 +287,11 @@ impl Executor {
     }
 
     /// Kill and reap a child we cannot watch; returns `msg`.
-    fn abandon(&self, child: &mut Child, msg: String) -> String {
+    fn abandon(&self, child: &mut Child, e: RunError) -> RunError {
         let _ = child.signal_group(libc::SIGKILL);
         let _ = child.wait();
         self.forget(child.pid());
-        msg
+        e
     }
 
     /// A tool was reaped and its group killed: stop tracking it.
