@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use toolsrv_vfs::{Auth, ConnInfo, Limits, Node};
 
 use crate::fdlimit::Reserve;
-use crate::server::{is_descendant_of_self, Server};
-use crate::socket;
+use crate::server::Server;
+use crate::socket::{self, is_descendant_of_self};
 
 /// The shortest time between two warnings of one kind.
 const WARN_PERIOD: Duration = Duration::from_secs(60);
@@ -51,85 +51,81 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
-impl Server {
-    /// Accept connections until `shutdown` fires.
-    pub(crate) async fn accept_loop(
-        self: &Arc<Self>,
-        listener: &UnixListener,
-        root: Node,
-        auth: Arc<dyn Auth>,
-        shutdown: &CancellationToken,
-    ) {
-        // Safety: getuid has no preconditions and cannot fail.
-        let my_uid = unsafe { libc::getuid() };
-        let limits = Limits {
-            auth_timeout: Some(self.config.auth_timeout).filter(|d| !d.is_zero()),
-            ..Limits::default()
-        };
-        let mut reserve = Reserve::new();
-        let mut full = Every::new();
-        let mut exhausted = Every::new();
-        loop {
-            let stream = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                r = listener.accept() => match r {
-                    Ok((s, _)) => s,
-                    Err(e) if out_of_descriptors(&e) => {
-                        let shed = shed_one(listener, &mut reserve).await;
-                        if let Some(n) = exhausted.hit() {
-                            tracing::warn!(error = %e, connections = self.activity.open_connections(), since_last_warning = n,
-                                "descriptor limit reached: closing new connections at once (warned at most once a minute)");
-                        }
-                        if !shed {
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                        continue;
+/// Accept connections until `shutdown` fires.
+pub(crate) async fn accept_loop(
+    server: &Arc<Server>,
+    listener: &UnixListener,
+    root: Node,
+    auth: Arc<dyn Auth>,
+    shutdown: &CancellationToken,
+) {
+    let my_uid = crate::sys::getuid();
+    let limits = Limits {
+        auth_timeout: Some(server.config.auth_timeout).filter(|d| !d.is_zero()),
+        ..Limits::default()
+    };
+    let mut reserve = Reserve::new();
+    let mut full = Every::new();
+    let mut exhausted = Every::new();
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) if out_of_descriptors(&e) => {
+                    let shed = shed_one(listener, &mut reserve).await;
+                    if let Some(n) = exhausted.hit() {
+                        tracing::warn!(error = %e, connections = server.activity.open_connections(), since_last_warning = n,
+                            "descriptor limit reached: closing new connections at once (warned at most once a minute)");
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
+                    if !shed {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                     }
-                },
-            };
-            if self.activity.open_connections() >= self.config.max_connections {
-                drop(stream);
-                if let Some(n) = full.hit() {
-                    tracing::warn!(
-                        max_connections = self.config.max_connections,
-                        refused_since_last_warning = n,
-                        "--max-connections reached: closing new connections at once (warned at most once a minute)"
-                    );
+                    continue;
                 }
-                continue;
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        if server.activity.open_connections() >= server.config.max_connections {
+            drop(stream);
+            if let Some(n) = full.hit() {
+                tracing::warn!(
+                    max_connections = server.config.max_connections,
+                    refused_since_last_warning = n,
+                    "--max-connections reached: closing new connections at once (warned at most once a minute)"
+                );
             }
-            let (peer_uid, peer_pid) = socket::peer(&stream);
-            if !socket::peer_allowed(peer_uid, my_uid) {
-                tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
-                continue;
-            }
-            socket::enlarge_send_buffer(&stream);
-            let info = ConnInfo {
-                id: self.next_conn.fetch_add(1, Ordering::Relaxed),
-                peer_uid,
-                peer_pid,
-                // Decided now, while the peer certainly exists; unsure counts as a tool.
-                peer_is_descendant: peer_pid
-                    .is_none_or(|p| is_descendant_of_self(p) != Some(false)),
-                user: self.user.clone(),
-                mtime: self.started,
-                requests: Default::default(),
-            };
-            tracing::debug!(conn = info.id, ?peer_pid, "connection accepted");
-            let (root, auth) = (root.clone(), auth.clone());
-            let conn = self.activity.connection();
-            tokio::spawn(async move {
-                let id = info.id;
-                toolsrv_vfs::serve_connection_with(stream, root, auth, info, limits).await;
-                drop(conn);
-                tracing::debug!(conn = id, "connection closed");
-            });
+            continue;
         }
+        let (peer_uid, peer_pid) = socket::peer(&stream);
+        if !socket::peer_allowed(peer_uid, my_uid) {
+            tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
+            continue;
+        }
+        socket::enlarge_send_buffer(&stream);
+        let info = ConnInfo {
+            id: server.next_conn.fetch_add(1, Ordering::Relaxed),
+            peer_uid,
+            peer_pid,
+            // Decided now, while the peer certainly exists; unsure counts as a tool.
+            peer_is_descendant: peer_pid.is_none_or(|p| is_descendant_of_self(p) != Some(false)),
+            user: server.user.clone(),
+            mtime: server.started,
+            requests: Default::default(),
+        };
+        tracing::debug!(conn = info.id, ?peer_pid, "connection accepted");
+        let (root, auth) = (root.clone(), auth.clone());
+        let conn = server.activity.connection();
+        tokio::spawn(async move {
+            let id = info.id;
+            toolsrv_vfs::serve_connection_with(stream, root, auth, info, limits).await;
+            drop(conn);
+            tracing::debug!(conn = id, "connection closed");
+        });
     }
 }
 

@@ -14,7 +14,7 @@ use subtle::ConstantTimeEq;
 use toolsrv_vfs::{Auth, AuthHandle, Error, Handle};
 
 /// The largest secret accepted, in bytes.
-pub const MAX_SECRET_LEN: usize = 1024;
+pub(crate) const MAX_SECRET_LEN: usize = 1024;
 
 struct Stored {
     secret: Vec<u8>,
@@ -23,19 +23,19 @@ struct Stored {
 
 /// The server's secret and token, set by the first authenticated client.
 #[derive(Default)]
-pub struct SecretAuth {
+pub(crate) struct SecretAuth {
     stored: Mutex<Option<Stored>>,
 }
 
 impl SecretAuth {
     /// A fresh authenticator with no secret stored.
-    pub fn new() -> Arc<SecretAuth> {
+    pub(crate) fn new() -> Arc<SecretAuth> {
         Arc::new(SecretAuth::default())
     }
 
     /// An authenticator that accepts only `secret` (`serve --secret-file`):
     /// it is stored, with its token, before any client comes.
-    pub fn pinned(secret: &[u8]) -> Arc<SecretAuth> {
+    pub(crate) fn pinned(secret: &[u8]) -> Arc<SecretAuth> {
         Arc::new(SecretAuth {
             stored: Mutex::new(Some(Stored {
                 secret: secret.to_vec(),
@@ -45,7 +45,7 @@ impl SecretAuth {
     }
 
     /// The session token, once a secret was stored.
-    pub fn token(&self) -> Option<String> {
+    pub(crate) fn token(&self) -> Option<String> {
         self.lock().as_ref().map(|s| s.token.clone())
     }
 
@@ -77,7 +77,7 @@ impl SecretAuth {
 }
 
 /// A server-side [`Auth`] that requires the shared secret.
-pub struct SecretAuthPolicy(pub Arc<SecretAuth>);
+pub(crate) struct SecretAuthPolicy(pub(crate) Arc<SecretAuth>);
 
 impl Auth for SecretAuthPolicy {
     fn start(&self, _uname: &str, _aname: &str) -> Result<Arc<dyn AuthHandle>, Error> {

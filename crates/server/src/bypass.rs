@@ -6,14 +6,18 @@
 //! exactly that on approval.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{oneshot, watch};
-use toolsrv_protocol::BypassRequest;
+use toolsrv_protocol::{format_rfc3339_millis, BypassRequest, ProcState};
+
+use crate::exec::Prepared;
+use crate::procs::Proc;
 
 /// What the observer decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Run it unsandboxed.
     Approve,
     /// Do not run it; the reason is shown to the agent.
@@ -26,8 +30,13 @@ struct Pending {
     decide: oneshot::Sender<Decision>,
 }
 
+/// A resolution named no pending request.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown bypass request {0:?}")]
+pub(crate) struct UnknownRequest(String);
+
 /// Pending bypass requests, oldest first.
-pub struct Broker {
+pub(crate) struct Broker {
     next: AtomicU64,
     pending: Mutex<Vec<Pending>>,
     /// Bumped on every submission, so blocked readers look again.
@@ -46,7 +55,7 @@ impl Default for Broker {
 
 /// Where one observer (one open `bypass/pending` fid) is: the last request it saw.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ObserverCursor(u64);
+pub(crate) struct ObserverCursor(u64);
 
 impl Broker {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
@@ -55,7 +64,10 @@ impl Broker {
 
     /// Queue a request (its `id` is assigned here); returns the id and where the
     /// decision will arrive.
-    pub fn submit(&self, mut request: BypassRequest) -> (String, oneshot::Receiver<Decision>) {
+    pub(crate) fn submit(
+        &self,
+        mut request: BypassRequest,
+    ) -> (String, oneshot::Receiver<Decision>) {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         request.id = format!("b{seq}");
         let id = request.id.clone();
@@ -70,13 +82,13 @@ impl Broker {
     }
 
     /// Resolve `id`. An unknown or already resolved id is an error.
-    pub fn resolve(&self, id: &str, decision: Decision) -> Result<(), String> {
+    pub(crate) fn resolve(&self, id: &str, decision: Decision) -> Result<(), UnknownRequest> {
         let p = {
             let mut g = self.lock();
             let i = g
                 .iter()
                 .position(|p| p.request.id == id)
-                .ok_or_else(|| format!("unknown bypass request {id:?}"))?;
+                .ok_or_else(|| UnknownRequest(id.to_string()))?;
             g.remove(i)
         };
         // The requester may have gone meanwhile; then the decision has no effect.
@@ -86,7 +98,7 @@ impl Broker {
 
     /// Withdraw `id` (its request was cancelled, killed or timed out); returns
     /// whether it was still pending.
-    pub fn withdraw(&self, id: &str) -> bool {
+    pub(crate) fn withdraw(&self, id: &str) -> bool {
         let mut g = self.lock();
         let before = g.len();
         g.retain(|p| p.request.id != id);
@@ -95,7 +107,7 @@ impl Broker {
 
     /// The oldest pending request this observer has not seen, waiting while
     /// there is none.
-    pub async fn next(&self, cursor: &mut ObserverCursor) -> BypassRequest {
+    pub(crate) async fn next(&self, cursor: &mut ObserverCursor) -> BypassRequest {
         let mut rx = self.submitted.subscribe();
         loop {
             rx.borrow_and_update();
@@ -112,12 +124,70 @@ impl Broker {
     }
 
     /// Number of pending requests.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Whether nothing is pending.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Queue `prep` as a bypass request and wait for the observer, at most `timeout`. Returns whether to run;
+/// otherwise the process has been finished (rejected, cancelled, killed).
+pub(crate) async fn await_approval(
+    broker: &Broker,
+    proc: &Arc<Proc>,
+    prep: &Prepared,
+    timeout: Duration,
+) -> bool {
+    let (id, decision) = broker.submit(BypassRequest {
+        id: String::new(),
+        pid: proc.pid,
+        agent: prep.payload.agent.clone(),
+        session: prep.payload.session.clone(),
+        tool: prep.tool.name.clone(),
+        command: prep.display.clone(),
+        cwd: prep.cwd.display().to_string(),
+        env: prep.env.clone(),
+        request_env: prep.payload.env.iter().cloned().collect(),
+        created: format_rfc3339_millis(SystemTime::now()),
+    });
+    tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");
+    let mut decision = decision;
+    let decided = tokio::select! {
+        d = &mut decision => d.unwrap_or_else(|_| Decision::Reject("withdrawn".into())),
+        _ = proc.stop.cancelled() => {
+            broker.withdraw(&id);
+            match proc.stop_signal() {
+                Some(sig) => proc.finish(ProcState::Killed, 128 + sig),
+                None => {
+                    proc.output.push(b"cancelled");
+                    proc.finish(ProcState::Cancelled, 128 + libc::SIGTERM);
+                }
+            }
+            return false;
+        }
+        _ = tokio::time::sleep(timeout) => {
+            if broker.withdraw(&id) {
+                Decision::Reject("timed out".into())
+            } else {
+                // Resolved just as the timeout fired: the observer's decision stands.
+                decision.await.unwrap_or_else(|_| Decision::Reject("timed out".into()))
+            }
+        }
+    };
+    match decided {
+        Decision::Approve => {
+            proc.set_state(ProcState::Running);
+            true
+        }
+        Decision::Reject(reason) => {
+            proc.output
+                .push(format!("bypass rejected: {reason}").as_bytes());
+            proc.finish(ProcState::Rejected, 126);
+            false
+        }
     }
 }

@@ -13,7 +13,7 @@ use toolsrv_protocol::{completion_message, validate_agent_id, ProcStat};
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Send the completion message for `stat` to `ollie`, if it has a session and an agent.
-pub fn notify(ollie: Option<PathBuf>, stat: ProcStat) {
+pub(crate) fn notify(ollie: Option<PathBuf>, stat: ProcStat) {
     let (Some(ollie), Some(session)) = (ollie, stat.session.clone()) else {
         return;
     };

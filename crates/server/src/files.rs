@@ -12,12 +12,12 @@ use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode, Reservation};
 /// The largest request one open write-then-read file accepts. The connection's
 /// requests together are bounded too ([`toolsrv_vfs::limits::MAX_REQUEST_BYTES`]):
 /// the bytes are held from the write until the evaluation ends.
-pub const MAX_REQUEST: usize = 16 << 20;
+pub(crate) const MAX_REQUEST: usize = 16 << 20;
 
 /// `data[offset..offset+count]`, empty past the end: always as much as was asked
 /// for while data remains, which the client relies on (a short read ends a
 /// write-then-read response; docs/client.md).
-pub fn slice_at(data: &[u8], offset: u64, count: u32) -> Vec<u8> {
+pub(crate) fn slice_at(data: &[u8], offset: u64, count: u32) -> Vec<u8> {
     let start = usize::try_from(offset)
         .unwrap_or(usize::MAX)
         .min(data.len());
@@ -26,7 +26,7 @@ pub fn slice_at(data: &[u8], offset: u64, count: u32) -> Vec<u8> {
 }
 
 /// A read-only file whose content is produced when it is opened.
-pub struct Generated<F>(pub F);
+pub(crate) struct Generated<F>(pub(crate) F);
 
 impl<F> File for Generated<F>
 where
@@ -38,7 +38,7 @@ where
 }
 
 /// Fixed bytes, read at any offset.
-pub struct Snapshot(pub Vec<u8>);
+pub(crate) struct Snapshot(pub(crate) Vec<u8>);
 
 #[async_trait]
 impl Handle for Snapshot {
@@ -49,11 +49,11 @@ impl Handle for Snapshot {
 
 /// What to do once a read returned a request's response and its fid was then
 /// clunked (a synchronous call's process entry is dismissed then).
-pub type AfterAnswer = Box<dyn FnOnce() + Send + Sync>;
+pub(crate) type AfterAnswer = Box<dyn FnOnce() + Send + Sync>;
 
 /// What a write-then-read file does with its request.
 #[async_trait]
-pub trait Request: Send + Sync + 'static {
+pub(crate) trait Request: Send + Sync + 'static {
     /// [`Request::evaluate`], also returning what to do once a read returned
     /// the response and the fid was clunked after it (default: nothing).
     async fn evaluate_answer(
@@ -90,7 +90,7 @@ pub trait Request: Send + Sync + 'static {
 
 /// A file whose writes form a request and whose first read evaluates it
 /// (CONTRACT §4, "Write-then-read files").
-pub struct WriteThenRead<R>(pub Arc<R>);
+pub(crate) struct WriteThenRead<R>(pub(crate) Arc<R>);
 
 impl<R: Request> File for WriteThenRead<R> {
     fn open(&self, _mode: OpenMode, conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {

@@ -16,15 +16,15 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 /// How often to look again while orphans are alive.
-pub const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Pids of tool processes the executor reaps itself, and the notice that one
 /// ended (a moment when orphans may have appeared).
 #[derive(Default)]
-pub struct Tracked {
+pub(crate) struct Tracked {
     pids: Mutex<HashSet<i32>>,
     /// Signalled when a tool was reaped and its group killed.
-    pub ended: tokio::sync::Notify,
+    pub(crate) ended: tokio::sync::Notify,
 }
 
 impl Tracked {
@@ -34,7 +34,7 @@ impl Tracked {
     /// Spawn while holding the lock, recording the new pid before the orphan
     /// reaper can look at it (a fast tool may already be a zombie when `spawn`
     /// returns).
-    pub fn spawning<T, E>(
+    pub(crate) fn spawning<T, E>(
         &self,
         spawn: impl FnOnce() -> Result<T, E>,
         pid_of: impl FnOnce(&T) -> i32,
@@ -45,7 +45,7 @@ impl Tracked {
         Ok(t)
     }
     /// A tool was reaped (and its group killed): orphans may have appeared.
-    pub fn remove(&self, pid: i32) {
+    pub(crate) fn remove(&self, pid: i32) {
         self.lock().remove(&pid);
         self.ended.notify_one();
     }
@@ -53,11 +53,7 @@ impl Tracked {
 
 /// Make this process a child subreaper.
 pub fn become_subreaper() -> std::io::Result<()> {
-    // Safety: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::set_child_subreaper()
 }
 
 /// Our children: (pid, state letter).
@@ -106,15 +102,15 @@ fn scan_children() -> Vec<i32> {
 
 /// What one look for orphans found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct OrphanScan {
+pub(crate) struct OrphanScan {
     /// Zombie orphans reaped.
-    pub reaped: usize,
+    pub(crate) reaped: usize,
     /// Orphans still alive (they will need reaping once they end).
-    pub alive: usize,
+    pub(crate) alive: usize,
 }
 
 /// Reap zombie children that are not tracked tools, and count the live ones.
-pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
+pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
     let mut scan = OrphanScan::default();
     let kids = children();
     if kids.is_empty() {
@@ -131,9 +127,7 @@ pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
             scan.alive += 1;
             continue;
         }
-        let mut status = 0;
-        // Safety: waitpid on one specific child with WNOHANG.
-        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+        if crate::sys::reap_if_exited(pid) {
             scan.reaped += 1;
         }
     }
@@ -142,15 +136,13 @@ pub fn reap_orphans(tracked: &Tracked) -> OrphanScan {
 
 /// Kill every child that is not a tracked tool (and its group): used at shutdown
 /// for orphans re-parented to us.
-pub fn kill_orphans(tracked: &Tracked) {
+pub(crate) fn kill_orphans(tracked: &Tracked) {
     let g = tracked.lock();
     for (pid, _) in children() {
         if !g.contains(&pid) {
-            // Safety: kill(2) of a process (group) that is our child.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
-            }
+            // A child of ours and its group; either may be gone already.
+            let _ = crate::sys::kill(-pid, libc::SIGKILL);
+            let _ = crate::sys::kill(pid, libc::SIGKILL);
         }
     }
 }

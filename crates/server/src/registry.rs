@@ -8,11 +8,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use toolsrv_metadata::Tool;
+use toolsrv_metadata::{Catalog, MetaError, Tool};
+use toolsrv_protocol::{validate_agent_id, validate_tool_name, NameError};
 
 /// Why an unload failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     /// The tool is not loaded for that agent.
     #[error("tool {tool:?} is not loaded for agent {agent:?}")]
     NotLoaded {
@@ -49,7 +50,7 @@ impl Stamp {
 }
 
 /// A loaded tool as found by [`Registry::lookup_checked`].
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// Loaded, and its metadata file is as it was when loaded.
     Current(Arc<Tool>),
     /// Loaded, but its metadata file changed (or went away) since: reload it.
@@ -58,13 +59,13 @@ pub enum Lookup {
 
 /// Loaded tools and revision counters by agent ID.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     agents: Mutex<HashMap<String, Agent>>,
 }
 
 impl Registry {
     /// An empty registry.
-    pub fn new() -> Registry {
+    pub(crate) fn new() -> Registry {
         Registry::default()
     }
 
@@ -74,7 +75,7 @@ impl Registry {
 
     /// Make `tool` (already resolved) callable for `agent`; returns the new revision.
     /// Loading an already loaded tool replaces its metadata and still counts.
-    pub fn load(&self, agent: &str, tool: Tool) -> u64 {
+    pub(crate) fn load(&self, agent: &str, tool: Tool) -> u64 {
         let mut g = self.lock();
         let stamp = Stamp::of(&tool.source);
         let a = g.entry(agent.to_string()).or_default();
@@ -90,7 +91,7 @@ impl Registry {
     }
 
     /// Remove `tool` from `agent`'s loaded set; returns the new revision.
-    pub fn unload(&self, agent: &str, tool: &str) -> Result<u64, RegistryError> {
+    pub(crate) fn unload(&self, agent: &str, tool: &str) -> Result<u64, RegistryError> {
         let mut g = self.lock();
         let not_loaded = || RegistryError::NotLoaded {
             tool: tool.to_string(),
@@ -103,7 +104,7 @@ impl Registry {
     }
 
     /// `agent`'s loaded tools, sorted by name.
-    pub fn loaded(&self, agent: &str) -> Vec<Arc<Tool>> {
+    pub(crate) fn loaded(&self, agent: &str) -> Vec<Arc<Tool>> {
         self.lock()
             .get(agent)
             .map(|a| a.tools.values().map(|l| l.tool.clone()).collect())
@@ -111,7 +112,7 @@ impl Registry {
     }
 
     /// One loaded tool.
-    pub fn lookup(&self, agent: &str, tool: &str) -> Option<Arc<Tool>> {
+    pub(crate) fn lookup(&self, agent: &str, tool: &str) -> Option<Arc<Tool>> {
         self.lock()
             .get(agent)
             .and_then(|a| a.tools.get(tool).map(|l| l.tool.clone()))
@@ -119,7 +120,7 @@ impl Registry {
 
     /// One loaded tool, and whether its metadata file changed since it was
     /// loaded (one `stat` of the file, outside the lock).
-    pub fn lookup_checked(&self, agent: &str, tool: &str) -> Option<Lookup> {
+    pub(crate) fn lookup_checked(&self, agent: &str, tool: &str) -> Option<Lookup> {
         let (t, stamp) = {
             let g = self.lock();
             let l = g.get(agent)?.tools.get(tool)?;
@@ -133,7 +134,69 @@ impl Registry {
     }
 
     /// `agent`'s revision: 0 for an agent never seen.
-    pub fn revision(&self, agent: &str) -> u64 {
+    pub(crate) fn revision(&self, agent: &str) -> u64 {
         self.lock().get(agent).map_or(0, |a| a.revision)
     }
+}
+
+/// Why a `ctl` command failed; the text is the `Rerror`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CtlError {
+    /// `load`/`unload` without exactly an agent and a tool.
+    #[error("usage: {verb} <agent> <tool>, got {line:?}")]
+    Usage {
+        /// `load` or `unload`.
+        verb: String,
+        /// The command line.
+        line: String,
+    },
+    /// Neither `load` nor `unload`.
+    #[error("unknown ctl command {0:?}")]
+    Unknown(String),
+    /// A malformed agent ID or tool name.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The tool cannot be loaded.
+    #[error(transparent)]
+    Resolve(#[from] MetaError),
+    /// The tool to unload is not loaded.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+impl From<CtlError> for toolsrv_vfs::Error {
+    fn from(e: CtlError) -> toolsrv_vfs::Error {
+        toolsrv_vfs::Error::new(e.to_string())
+    }
+}
+
+/// Parse and apply one `ctl` command (`load <agent> <tool>` resolves the tool
+/// in `catalog` first, outside the registry's lock).
+pub(crate) fn apply_ctl(
+    registry: &Registry,
+    catalog: &Catalog,
+    line: &str,
+) -> Result<(), CtlError> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (verb, agent, tool) = match words.as_slice() {
+        [verb @ ("load" | "unload"), agent, tool] => (*verb, *agent, *tool),
+        [verb @ ("load" | "unload"), ..] => {
+            return Err(CtlError::Usage {
+                verb: verb.to_string(),
+                line: line.to_string(),
+            });
+        }
+        [other, ..] => return Err(CtlError::Unknown(other.to_string())),
+        [] => return Ok(()),
+    };
+    validate_agent_id(agent)?;
+    validate_tool_name(tool)?;
+    if verb == "load" {
+        let rev = registry.load(agent, catalog.resolve(tool)?);
+        tracing::info!(agent, tool, rev, "tool loaded");
+    } else {
+        let rev = registry.unload(agent, tool)?;
+        tracing::info!(agent, tool, rev, "tool unloaded");
+    }
+    Ok(())
 }

@@ -57,7 +57,7 @@ pub struct Secret(Vec<u8>);
 
 impl Secret {
     /// The secret's bytes.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
 }
@@ -121,8 +121,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn uid() -> u32 {
-        // Safety: getuid has no preconditions.
-        unsafe { libc::getuid() }
+        crate::sys::getuid()
     }
 
     fn file(text: &str, mode: u32) -> (tempfile::TempDir, PathBuf) {

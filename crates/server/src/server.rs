@@ -5,18 +5,17 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
-use toolsrv_vfs::{Auth, NoAuth, Node};
+use toolsrv_vfs::{Auth, NoAuth};
 
 use toolsrv_metadata::{Catalog, Host};
 
 use crate::auth::{SecretAuth, SecretAuthPolicy};
-use crate::bypass::{Broker, Decision};
+use crate::bypass::Broker;
 use crate::config::ServeConfig;
-use crate::exec::{Executor, Prepared, Refused};
+use crate::exec::{Executor, Prepared, Refused, Served};
 use crate::procs::{ProcSpec, ProcTable};
 use crate::registry::Registry;
-use crate::socket;
-use toolsrv_protocol::{format_rfc3339_millis, BypassRequest, ProcState, ToolResult};
+use toolsrv_protocol::{ProcState, ToolResult};
 use toolsrv_sandbox::policy::PolicyStore;
 
 /// The server's own files, which no sandbox rule may reach (CONTRACT §12):
@@ -54,9 +53,9 @@ fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::p
 /// the registry, process table and bypass broker.
 pub struct Server {
     /// The validated configuration.
-    pub config: ServeConfig,
+    pub(crate) config: ServeConfig,
     /// The secret and token (`None` under `--no-auth`).
-    pub auth: Option<Arc<SecretAuth>>,
+    pub(crate) auth: Option<Arc<SecretAuth>>,
     /// Start time, shown as mtime in stat entries.
     pub(crate) started: u32,
     /// Connection numbers for logs.
@@ -64,17 +63,17 @@ pub struct Server {
     /// The owner name shown in stat entries.
     pub(crate) user: Arc<str>,
     /// Tool discovery over the tools directory (or the built-in set).
-    pub catalog: Catalog,
+    pub(crate) catalog: Catalog,
     /// Loaded tools per agent.
-    pub registry: Registry,
+    pub(crate) registry: Registry,
     /// The executor: policy, validation, spawning.
-    pub executor: Executor,
+    pub(crate) executor: Executor,
     /// Every process of this run.
-    pub procs: ProcTable,
+    pub(crate) procs: ProcTable,
     /// Pending bypass requests.
-    pub broker: Broker,
+    pub(crate) broker: Broker,
     /// Open connections and when the server was last busy (idle monitor).
-    pub activity: crate::lifecycle::Activity,
+    pub(crate) activity: crate::activity::Activity,
     /// Where the built-in tools were written when the tools directory does not
     /// exist; removed when the server ends.
     _builtin_dir: Option<tempfile::TempDir>,
@@ -151,7 +150,7 @@ impl Server {
             catalog: Catalog::new(tools_dir, Host::current()),
             registry: Registry::new(),
             executor,
-            activity: crate::lifecycle::Activity::default(),
+            activity: crate::activity::Activity::default(),
             procs: ProcTable::new(config.max_output, config.retention),
             broker: Broker::default(),
             _builtin_dir: builtin_dir,
@@ -161,25 +160,31 @@ impl Server {
 
     /// The token requests must carry (`None` under `--no-auth`). Before any client
     /// authenticated there is none, and nothing can be sent either.
-    pub fn token_required(&self) -> Option<String> {
+    pub(crate) fn token_required(&self) -> Option<String> {
         self.auth.as_ref().map(|a| a.token().unwrap_or_default())
     }
 
-    /// Run a synchronous request (`proc/new`) to its end; `cancel` (the fid's clunk)
-    /// kills it.
-    pub async fn call(self: &Arc<Self>, payload: &[u8], cancel: CancellationToken) -> ToolResult {
-        self.call_tracked(payload, cancel).await.0
+    /// What a request is prepared against.
+    fn served(&self) -> Served<'_> {
+        Served {
+            token: self.token_required(),
+            registry: &self.registry,
+            catalog: &self.catalog,
+            yolo: self.config.yolo,
+            default_timeout: self.config.default_timeout,
+        }
     }
 
-    /// [`Server::call`], also returning the pid of the process it ran, if any.
-    pub async fn call_tracked(
+    /// Run a synchronous request (`proc/new`) to its end; `cancel` (the fid's
+    /// clunk) kills it. Also returns the pid of the process it ran, if any.
+    pub(crate) async fn call_tracked(
         self: &Arc<Self>,
         payload: &[u8],
         cancel: CancellationToken,
     ) -> (ToolResult, Option<u64>) {
-        let prep = match self.executor.prepare(self, payload) {
+        let prep = match self.executor.prepare(&self.served(), payload) {
             Ok(p) => p,
-            Err(Refused(text)) => return (ToolResult::error(text), None),
+            Err(refused) => return (ToolResult::error(refused.to_string()), None),
         };
         let proc =
             match self
@@ -204,12 +209,11 @@ impl Server {
 
     /// Start a background request (`proc/new.bg`); returns its pid at once (also
     /// for a bypass request, which then waits for approval in the background).
-    pub fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
-        let prep = self.executor.prepare(self, payload)?;
+    pub(crate) fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
+        let prep = self.executor.prepare(&self.served(), payload)?;
         let proc = self
             .procs
-            .create(spec_of(&prep, true), initial_state(&prep), None)
-            .map_err(|e| Refused(e.to_string()))?;
+            .create(spec_of(&prep, true), initial_state(&prep), None)?;
         let pid = proc.pid;
         let server = self.clone();
         tokio::spawn(async move {
@@ -222,128 +226,36 @@ impl Server {
     /// Run a created process: through the bypass broker first when it asks for
     /// bypass, then the executor.
     async fn run_request(&self, proc: &Arc<crate::procs::Proc>, prep: &Prepared) {
-        if prep.payload.bypass && !self.await_approval(proc, prep).await {
+        if prep.payload.bypass
+            && !crate::bypass::await_approval(&self.broker, proc, prep, self.config.bypass_timeout)
+                .await
+        {
             return;
         }
         self.executor.run(proc, prep).await;
     }
 
-    /// Queue a bypass request and wait for the observer. Returns whether to run;
-    /// otherwise the process has been finished (rejected, cancelled, killed).
-    async fn await_approval(&self, proc: &Arc<crate::procs::Proc>, prep: &Prepared) -> bool {
-        let (id, decision) = self.broker.submit(BypassRequest {
-            id: String::new(),
-            pid: proc.pid,
-            agent: prep.payload.agent.clone(),
-            session: prep.payload.session.clone(),
-            tool: prep.tool.name.clone(),
-            command: prep.display.clone(),
-            cwd: prep.cwd.display().to_string(),
-            env: prep.env.clone(),
-            request_env: prep.payload.env.iter().cloned().collect(),
-            created: format_rfc3339_millis(std::time::SystemTime::now()),
-        });
-        tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");
-        let mut decision = decision;
-        let decided = tokio::select! {
-            d = &mut decision => d.unwrap_or_else(|_| Decision::Reject("withdrawn".into())),
-            _ = proc.stop.cancelled() => {
-                self.broker.withdraw(&id);
-                match proc.stop_signal() {
-                    Some(sig) => proc.finish(ProcState::Killed, 128 + sig),
-                    None => {
-                        proc.output.push(b"cancelled");
-                        proc.finish(ProcState::Cancelled, 128 + libc::SIGTERM);
-                    }
-                }
-                return false;
-            }
-            _ = tokio::time::sleep(self.config.bypass_timeout) => {
-                if self.broker.withdraw(&id) {
-                    Decision::Reject("timed out".into())
-                } else {
-                    // Resolved just as the timeout fired: the observer's decision stands.
-                    decision.await.unwrap_or_else(|_| Decision::Reject("timed out".into()))
-                }
-            }
-        };
-        match decided {
-            Decision::Approve => {
-                proc.set_state(ProcState::Running);
-                true
-            }
-            Decision::Reject(reason) => {
-                proc.output
-                    .push(format!("bypass rejected: {reason}").as_bytes());
-                proc.finish(ProcState::Rejected, 126);
-                false
-            }
-        }
-    }
-
     /// Refuse observers that are tools (descendants of this server): a tool must
     /// not approve its own bypass request, even under `--no-auth`.
-    pub fn check_observer(&self, conn: &toolsrv_vfs::ConnInfo) -> Result<(), toolsrv_vfs::Error> {
+    pub(crate) fn check_observer(
+        &self,
+        conn: &toolsrv_vfs::ConnInfo,
+    ) -> Result<(), toolsrv_vfs::Error> {
         let now = conn
             .peer_pid
-            .is_none_or(|p| is_descendant_of_self(p) != Some(false));
+            .is_none_or(|p| crate::socket::is_descendant_of_self(p) != Some(false));
         if conn.peer_is_descendant || now {
             return Err(toolsrv_vfs::Error::permission_denied());
         }
         Ok(())
     }
 
-    /// Dismiss finished processes older than `--gc-age`, periodically.
-    pub async fn collect_garbage(self: Arc<Self>, shutdown: CancellationToken) {
-        let period = (self.config.gc_age / 4).clamp(
-            std::time::Duration::from_millis(100),
-            std::time::Duration::from_secs(30),
-        );
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(period) => {}
-            }
-            let n = self.procs.collect_garbage(self.config.gc_age);
-            if n > 0 {
-                tracing::debug!(dismissed = n, "finished processes dismissed");
-            }
-        }
-    }
-
-    /// Apply one `ctl` command (`load`/`unload`).
-    pub fn ctl(&self, line: &str) -> Result<(), toolsrv_vfs::Error> {
-        crate::namespace::discovery::apply_ctl(self, line)
-    }
-
-    /// The session token, once a client authenticated (always `None` under `--no-auth`).
-    pub fn token(&self) -> Option<String> {
-        self.auth.as_ref().and_then(|a| a.token())
-    }
-
-    fn auth_policy(&self) -> Arc<dyn Auth> {
+    /// The authentication hook of every connection.
+    pub(crate) fn auth_policy(&self) -> Arc<dyn Auth> {
         match &self.auth {
             Some(a) => Arc::new(SecretAuthPolicy(a.clone())),
             None => Arc::new(NoAuth),
         }
-    }
-
-    /// Accept connections until `shutdown` fires; each is served concurrently.
-    /// At shutdown the socket is closed and removed first (so a successor can
-    /// start at once), then every process is stopped.
-    pub async fn run(self: Arc<Self>, bound: socket::Bound, shutdown: CancellationToken) {
-        let listener = &bound.listener;
-        let root: Node = crate::namespace::spec(&self);
-        tokio::spawn(self.clone().collect_garbage(shutdown.clone()));
-        tokio::spawn(self.clone().reap_orphans(shutdown.clone()));
-        tokio::spawn(self.clone().contain_upkeep(shutdown.clone()));
-        if let Some(idle) = self.config.idle_timeout {
-            tokio::spawn(self.clone().idle_monitor(idle, shutdown.clone()));
-        }
-        let auth = self.auth_policy();
-        self.accept_loop(listener, root, auth, &shutdown).await;
-        bound.close();
-        self.shut_down().await;
     }
 }
 
@@ -354,26 +266,6 @@ fn initial_state(prep: &Prepared) -> ProcState {
     } else {
         ProcState::Running
     }
-}
-
-/// Whether `pid` is a descendant of this process (its parent chain reaches us);
-/// `None` when that cannot be told (the process is gone, `/proc` unreadable).
-pub(crate) fn is_descendant_of_self(pid: i32) -> Option<bool> {
-    let me = std::process::id() as i32;
-    let mut p = pid;
-    for _ in 0..4096 {
-        if p == me {
-            return Some(true);
-        }
-        if p <= 1 {
-            return Some(false);
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        // The command name is in parentheses and may contain spaces: parse after the last ')'.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        p = rest.split_whitespace().nth(1)?.parse().ok()?;
-    }
-    None
 }
 
 /// The fixed facts of a process for a prepared request.

@@ -39,7 +39,7 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
 /// A bound listening socket and the identity of the file it created.
 pub struct Bound {
     /// The listener.
-    pub listener: UnixListener,
+    pub(crate) listener: UnixListener,
     path: PathBuf,
     /// (device, inode) of the socket file we created.
     id: Option<(u64, u64)>,
@@ -49,7 +49,7 @@ impl Bound {
     /// Stop listening and remove the socket file, but only if it is still the
     /// one we created: a successor that replaced it (our socket looked stale to
     /// it once we stopped accepting) keeps its own.
-    pub fn close(self) {
+    pub(crate) fn close(self) {
         use std::os::unix::fs::MetadataExt;
         drop(self.listener);
         let ours = std::fs::symlink_metadata(&self.path)
@@ -79,18 +79,14 @@ pub fn inherited(path: &Path) -> Result<Bound, SocketError> {
         path: path.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, why),
     };
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // Safety: fstat writes a `stat` into memory we own; no other pointer.
-    if unsafe { libc::fstat(FD, st.as_mut_ptr()) } != 0 {
-        return Err(bad(format!(
-            "LISTEN_FDS is set but descriptor 3 is not open ({})",
-            io::Error::last_os_error()
-        )));
-    }
-    // Safety: fstat succeeded, so the structure is initialised.
-    let st = unsafe { st.assume_init() };
-    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        return Err(bad("descriptor 3 is not a socket".into()));
+    match crate::sys::is_socket(FD) {
+        Err(e) => {
+            return Err(bad(format!(
+                "LISTEN_FDS is set but descriptor 3 is not open ({e})"
+            )))
+        }
+        Ok(false) => return Err(bad("descriptor 3 is not a socket".into())),
+        Ok(true) => {}
     }
     // Safety: descriptor 3 is open and ours from now on (nothing else in
     // this process uses it); it is a socket (checked above).
@@ -105,8 +101,7 @@ pub fn inherited(path: &Path) -> Result<Bound, SocketError> {
             bound_to.map_or_else(|| "no path".to_string(), |p| p.display().to_string())
         )));
     }
-    // Safety: fcntl on the descriptor we now own; no memory involved.
-    unsafe { libc::fcntl(FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let _ = crate::sys::set_cloexec(std::os::fd::AsFd::as_fd(&std_listener));
     std_listener
         .set_nonblocking(true)
         .map_err(io_err("configure", path))?;
@@ -147,11 +142,9 @@ fn bind_listener(path: &Path) -> Result<UnixListener, SocketError> {
     }
     // The umask makes the socket 0600 from the moment it exists; the chmod
     // below is a second guard. Startup is single-threaded at this point.
-    // Safety: umask only swaps the process's file-creation mask.
-    let old = unsafe { libc::umask(0o177) };
+    let old = crate::sys::umask(0o177);
     let std_listener = std::os::unix::net::UnixListener::bind(path);
-    // Safety: as above, restoring the previous mask.
-    unsafe { libc::umask(old) };
+    crate::sys::umask(old);
     let std_listener = std_listener.map_err(io_err("bind", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(io_err("chmod", path))?;
@@ -162,7 +155,7 @@ fn bind_listener(path: &Path) -> Result<UnixListener, SocketError> {
 }
 
 /// The peer's uid and pid, if the kernel tells.
-pub fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
+pub(crate) fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
     match stream.peer_cred() {
         Ok(c) => (Some(c.uid()), c.pid()),
         Err(_) => (None, None),
@@ -174,29 +167,38 @@ pub fn peer(stream: &UnixStream) -> (Option<u32>, Option<i32>) {
 /// one go instead of in pieces, each waiting for the client to drain some. The
 /// kernel caps it at `net.core.wmem_max` (often 208 KiB); memory is only used
 /// while replies are queued.
-pub const SEND_BUFFER: i32 = 2 << 20;
+pub(crate) const SEND_BUFFER: i32 = 2 << 20;
 
 /// Ask for a [`SEND_BUFFER`]-byte send buffer on `stream` (best effort).
-pub fn enlarge_send_buffer(stream: &UnixStream) {
-    use std::os::fd::AsRawFd;
-    let size: libc::c_int = SEND_BUFFER;
-    // Safety: setsockopt reads `size` (an int we own) for the given length.
-    let r = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot enlarge the send buffer");
+pub(crate) fn enlarge_send_buffer(stream: &UnixStream) {
+    use std::os::fd::AsFd;
+    if let Err(e) = crate::sys::set_send_buffer(stream.as_fd(), SEND_BUFFER) {
+        tracing::debug!(error = %e, "cannot enlarge the send buffer");
     }
 }
 
 /// Whether a peer with `peer_uid` may talk to a server running as `my_uid`:
 /// same uid, or the server runs as root.
-pub fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
+pub(crate) fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
     my_uid == 0 || peer_uid == Some(my_uid)
+}
+
+/// Whether `pid` is a descendant of this process (its parent chain reaches us);
+/// `None` when that cannot be told (the process is gone, `/proc` unreadable).
+pub(crate) fn is_descendant_of_self(pid: i32) -> Option<bool> {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p == me {
+            return Some(true);
+        }
+        if p <= 1 {
+            return Some(false);
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // The command name is in parentheses and may contain spaces: parse after the last ')'.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        p = rest.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
 }

@@ -15,10 +15,13 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
+
+use crate::sys;
 
 /// Slots in the shared table: slot 0 holds how many slots were ever used (the
 /// watchdog scans no further), the others one process group id each (0: free).
@@ -56,20 +59,7 @@ unsafe impl Sync for Table {}
 
 impl Table {
     fn new() -> io::Result<Table> {
-        // Safety: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                SLOTS * std::mem::size_of::<AtomicI32>(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p = crate::sys::map_shared_zeroed(SLOTS * std::mem::size_of::<AtomicI32>())?;
         Ok(Table {
             base: p as *const AtomicI32,
         })
@@ -92,37 +82,17 @@ impl Watchdog {
     /// loop, but a fork of a multi-threaded process could inherit held locks.
     pub fn start(groups: Vec<PathBuf>) -> io::Result<Watchdog> {
         let table = Table::new()?;
-        let mut fds = [0; 2];
-        // Safety: pipe2 writes two new descriptors into our array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let (rd, wr) = (fds[0], fds[1]);
-        // Safety: fork in a single-threaded process (documented precondition).
-        match unsafe { libc::fork() } {
-            -1 => {
-                let e = io::Error::last_os_error();
-                // Safety: closing the two descriptors we just created.
-                unsafe {
-                    libc::close(rd);
-                    libc::close(wr);
-                }
-                Err(e)
-            }
-            0 => {
-                // Safety: we are the child; watch() never returns.
-                unsafe { watch(rd, wr, &table, &groups) }
-            }
-            _ => {
-                // Safety: the read end belongs to the child now; close our copy.
-                unsafe { libc::close(rd) };
-                Ok(Watchdog {
-                    // Safety: `wr` is ours and nobody else owns it.
-                    _alive: unsafe { OwnedFd::from_raw_fd(wr) },
-                    table,
-                    books: Mutex::new(Books::default()),
-                })
-            }
+        let (rd, wr) = sys::pipe()?;
+        // Safety: called while single-threaded (documented precondition).
+        match unsafe { sys::fork() }? {
+            // Safety: this is the child right after the fork; watch() never returns.
+            sys::Forked::Child => unsafe { watch(rd, wr, &table, &groups) },
+            // The read end belongs to the child now: ours closes with `rd`.
+            sys::Forked::Parent => Ok(Watchdog {
+                _alive: wr,
+                table,
+                books: Mutex::new(Books::default()),
+            }),
         }
     }
 
@@ -131,7 +101,7 @@ impl Watchdog {
     }
 
     /// A tool process group was started.
-    pub fn track(&self, pgid: i32) {
+    pub(crate) fn track(&self, pgid: i32) {
         let mut b = self.books();
         let slot = match b.free.pop() {
             Some(s) => s,
@@ -156,7 +126,7 @@ impl Watchdog {
     }
 
     /// A tool process group is gone (reaped and killed).
-    pub fn untrack(&self, pgid: i32) {
+    pub(crate) fn untrack(&self, pgid: i32) {
         let mut b = self.books();
         if let Some(slot) = b.slot_of.remove(&pgid) {
             self.table.slot(slot).store(0, Ordering::Release);
@@ -169,47 +139,46 @@ impl Watchdog {
 /// in the table.
 ///
 /// # Safety
-/// Only to be called in the child right after `fork`.
-unsafe fn watch(rd: i32, wr: i32, table: &Table, groups: &[PathBuf]) -> ! {
-    // Safety (whole function): raw system calls on descriptors and memory we own.
-    unsafe {
-        libc::close(wr);
-        // Keep only the pipe: move it to 3 and close everything else.
-        if rd != 3 {
-            libc::dup2(rd, 3);
-        }
-        libc::close_range(4, u32::MAX, 0);
-        for fd in 0..3 {
-            libc::close(fd);
-        }
-        // Out of the terminal's process group and deaf to its signals, so Ctrl-C
-        // aimed at toolsrv does not take the watchdog down first.
-        libc::setpgid(0, 0);
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        let name = b"toolsrv-watch\0";
-        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(3, (&mut byte as *mut u8).cast(), 1);
-            if n < 0 && *libc::__errno_location() == libc::EINTR {
-                continue;
-            }
-            // toolsrv never writes: any other outcome means it is gone.
-            break;
-        }
-        let used = (table.slot(0).load(Ordering::Acquire).max(0) as usize).min(SLOTS - 1);
-        for i in 1..=used {
-            let g = table.slot(i).load(Ordering::Acquire);
-            if g > 1 {
-                libc::kill(-g, libc::SIGKILL);
-            }
-        }
-        // The fork happened while toolsrv was single-threaded, so this process
-        // may allocate and use the file system like any other.
-        toolsrv_sandbox::contain::teardown(groups, std::time::Duration::from_secs(3));
-        libc::_exit(0)
+/// Only to be called in the child right after `fork`: it closes every
+/// descriptor but the pipe's read end, whoever owned them in the parent.
+unsafe fn watch(rd: OwnedFd, wr: OwnedFd, table: &Table, groups: &[PathBuf]) -> ! {
+    drop(wr);
+    // Keep only the pipe: move it to 3 and close everything else.
+    // Safety: the forked child owns nothing at 3 that it uses again.
+    let Ok(rd) = (unsafe { sys::move_fd(rd, 3) }) else {
+        sys::exit_now(1)
+    };
+    // Safety: nothing of this child uses a descriptor above 3 again (the
+    // parent's owners of them are copies that never run here).
+    let _ = unsafe { sys::close_from(4) };
+    for fd in 0..3 {
+        // Safety: as above, for standard input, output and error.
+        unsafe { sys::close(fd) };
     }
+    // Out of the terminal's process group and deaf to its signals, so Ctrl-C
+    // aimed at toolsrv does not take the watchdog down first.
+    let _ = sys::new_process_group();
+    for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM, libc::SIGPIPE] {
+        let _ = sys::ignore_signal(sig);
+    }
+    let _ = sys::set_thread_name(c"toolsrv-watch");
+    let mut byte = [MaybeUninit::<u8>::uninit()];
+    loop {
+        match sys::read(rd.as_fd(), &mut byte) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // toolsrv never writes: any other outcome means it is gone.
+            _ => break,
+        }
+    }
+    let used = (table.slot(0).load(Ordering::Acquire).max(0) as usize).min(SLOTS - 1);
+    for i in 1..=used {
+        let g = table.slot(i).load(Ordering::Acquire);
+        if g > 1 {
+            let _ = sys::kill(-g, libc::SIGKILL);
+        }
+    }
+    // The fork happened while toolsrv was single-threaded, so this process
+    // may allocate and use the file system like any other.
+    toolsrv_sandbox::contain::teardown(groups, std::time::Duration::from_secs(3));
+    sys::exit_now(0)
 }

@@ -336,7 +336,7 @@ async fn run(
         Server::new(config, policy, watchdog, containment).context("cannot start the server")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(signals.watch(shutdown.clone()));
-    server.run(bound, shutdown).await;
+    toolsrv_server::run(server, bound, shutdown).await;
     tracing::info!("toolsrv stopped");
     Ok(())
 }

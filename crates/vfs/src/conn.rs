@@ -1,113 +1,54 @@
-//! The per-connection loop.
+//! The per-connection loop: reads frames from the byte stream, hands each
+//! request to `dispatch`, and writes the replies it queued.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, BufReader};
-use tokio::net::UnixStream;
-use tokio_util::sync::CancellationToken;
-use toolsrv_wire::{
-    decode, Body, DecodeError, Frame, Qid, Stat, DMAUTH, HEADER_LEN, NOFID, OEXEC, ORCLOSE, ORDWR,
-    OTRUNC, OWRITE, QTAUTH, VERSION_9P2000,
-};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, BufReader};
+use toolsrv_wire::{decode, Body, DecodeError, HEADER_LEN};
 
 use crate::auth::Auth;
-use crate::dirread::Listing;
-use crate::error::Error;
-use crate::fids::{Fid, FidTable, Opened};
-use crate::inflight::Inflight;
+use crate::conninfo::ConnInfo;
+use crate::dispatch::{Conn, Handled};
 use crate::limits::{Limits, RequestBudget};
-use crate::node::{Handle, Node, NodeKind, OpenMode};
+use crate::node::Node;
 use crate::outbox::Outbox;
-use crate::replies::Replies;
-use crate::writer::{Writer, HOLD_LIMIT};
-
-/// The largest msize the server accepts (1 MiB).
-pub const MAX_MSIZE: u32 = 1 << 20;
-/// The smallest msize a client may ask for.
-const MIN_MSIZE: u32 = 256;
-/// Room for the header of an `Rread`/`Twrite` inside msize (as Plan 9's IOHDRSZ).
-const IOHDRSZ: u32 = 24;
-/// Header of an `Rread`: size[4] type[1] tag[2] count[4].
-const RREAD_HDR: u32 = 11;
-/// The qid path of auth files: outside the range any tree uses.
-const AUTH_QID_PATH: u64 = u64::MAX;
-
-/// What handlers know about the connection a request came on.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    /// A number unique per connection in this server run (for logs).
-    pub id: u64,
-    /// The peer's uid (`SO_PEERCRED`), when known.
-    pub peer_uid: Option<u32>,
-    /// The peer's pid (`SO_PEERCRED`), when known.
-    pub peer_pid: Option<i32>,
-    /// Whether the peer is (or may be) a descendant of this server, i.e. one of
-    /// its tools: decided at accept, `true` when it could not be ruled out.
-    pub peer_is_descendant: bool,
-    /// Owner name shown in stat entries.
-    pub user: Arc<str>,
-    /// mtime/atime shown in stat entries (the server's start, in Unix seconds).
-    pub mtime: u32,
-    /// The connection's budget for request data written and not yet answered
-    /// (set by [`serve_connection_with`] from its [`Limits`]).
-    pub requests: RequestBudget,
-}
-
-type IoFuture = Pin<Box<dyn Future<Output = Result<Body, Error>> + Send>>;
-
-struct Conn {
-    root: Node,
-    auth: Arc<dyn Auth>,
-    info: ConnInfo,
-    fids: FidTable,
-    inflight: Inflight,
-    writer: Writer,
-    msize: AtomicU32,
-    versioned: AtomicBool,
-    /// Set by the first successful `Tattach`.
-    attached: AtomicBool,
-    limits: Limits,
-    replies: Replies,
-}
+use crate::writer::Writer;
 
 /// [`serve_connection_with`] the default [`Limits`] (no auth timeout).
-pub async fn serve_connection(stream: UnixStream, root: Node, auth: Arc<dyn Auth>, info: ConnInfo) {
+pub async fn serve_connection<S>(stream: S, root: Node, auth: Arc<dyn Auth>, info: ConnInfo)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
     serve_connection_with(stream, root, auth, info, Limits::default()).await
 }
 
-/// Serve one connection until the peer closes it, sends a frame too short to
+/// Serve one connection over `stream` (a Unix socket, an in-memory pipe,
+/// any byte stream) until the peer closes it, sends a frame too short to
 /// hold a header, or has not attached within `limits.auth_timeout`. On return
 /// every fid has been clunked (close hooks ran) and every waiting request
 /// abandoned.
-pub async fn serve_connection_with(
-    stream: UnixStream,
+pub async fn serve_connection_with<S>(
+    stream: S,
     root: Node,
     auth: Arc<dyn Auth>,
     mut info: ConnInfo,
     limits: Limits,
-) {
-    let (rd, wr) = stream.into_split();
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (rd, wr) = tokio::io::split(stream);
     info.requests = RequestBudget::new(limits.max_request_bytes);
-    let conn = Arc::new(Conn {
+    let conn = Arc::new(Conn::new(
         root,
         auth,
         info,
-        fids: FidTable::default(),
-        inflight: Inflight::default(),
-        writer: Writer::new(wr),
-        msize: AtomicU32::new(MAX_MSIZE),
-        versioned: AtomicBool::new(false),
-        attached: AtomicBool::new(false),
-        replies: Replies::new(limits.max_unsent),
         limits,
-    });
+        Writer::new(Box::new(wr)),
+    ));
     tokio::select! {
-        () = conn.clone().read_loop(rd) => {}
-        () = conn.auth_deadline() => {
+        () = read_loop(conn.clone(), rd) => {}
+        () = auth_deadline(&conn) => {
             tracing::debug!(conn = conn.info.id, "not attached within the auth timeout; closing connection");
         }
     }
@@ -115,576 +56,109 @@ pub async fn serve_connection_with(
     conn.fids.clear();
 }
 
-impl Conn {
-    /// Completes when the auth timeout passed without an attach; never otherwise.
-    async fn auth_deadline(&self) {
-        if let Some(d) = self.limits.auth_timeout {
-            tokio::time::sleep(d).await;
-            if !self.attached.load(Ordering::Acquire) {
-                return;
+/// Completes when the auth timeout passed without an attach; never otherwise.
+async fn auth_deadline(conn: &Conn) {
+    if let Some(d) = conn.limits.auth_timeout {
+        tokio::time::sleep(d).await;
+        if !conn.attached.load(Ordering::Acquire) {
+            return;
+        }
+    }
+    std::future::pending::<()>().await
+}
+
+/// Read and handle requests until the peer closes or breaks framing.
+async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R) {
+    let mut reader = BufReader::with_capacity(64 * 1024, rd);
+    let mut out = Outbox::default();
+    let mut frame = Vec::new();
+    // The tag of the last request handled, if it waits in a task of its own.
+    let mut waiting_last = None;
+    loop {
+        // Write the queued replies before waiting for input: unless a whole
+        // frame is already buffered (then it is handled first, and its reply
+        // joins the same write), or the batch ended with a request that waits
+        // (then they leave with its reply; see `writer`).
+        if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
+            if let Some(tag) = waiting_last {
+                if conn
+                    .writer
+                    .hold(&mut out, &conn.inflight, tag)
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            } else if conn.writer.send(&mut out).await.is_err() {
+                break;
             }
         }
-        std::future::pending::<()>().await
-    }
-
-    /// Read and handle requests until the peer closes or breaks framing.
-    async fn read_loop(self: Arc<Self>, rd: tokio::net::unix::OwnedReadHalf) {
-        let conn = self;
-        let mut reader = BufReader::with_capacity(64 * 1024, rd);
-        let mut out = Outbox::default();
-        let mut frame = Vec::new();
-        // The tag of the last request handled, if it waits in a task of its own.
-        let mut waiting_last = None;
-        loop {
-            // Write the queued replies before waiting for input: unless a whole
-            // frame is already buffered (then it is handled first, and its reply
-            // joins the same write), or the batch ended with a request that waits
-            // (then they leave with its reply; see `writer`).
-            if !out.is_empty() && !holds_whole_frame(reader.buffer()) {
-                if let Some(tag) = waiting_last {
-                    if conn
-                        .writer
-                        .hold(&mut out, &conn.inflight, tag)
-                        .await
-                        .is_err()
-                    {
+        let mut size = [0u8; 4];
+        if reader.read_exact(&mut size).await.is_err() {
+            break;
+        }
+        let n = u32::from_le_bytes(size);
+        if (n as usize) < HEADER_LEN {
+            tracing::debug!(
+                conn = conn.info.id,
+                size = n,
+                "frame too short; closing connection"
+            );
+            break;
+        }
+        if n > conn.msize.load(Ordering::Relaxed) {
+            let mut hdr = [0u8; 3];
+            if reader.read_exact(&mut hdr).await.is_err() {
+                break;
+            }
+            let tag = u16::from_le_bytes([hdr[1], hdr[2]]);
+            let rest = u64::from(n) - HEADER_LEN as u64;
+            let mut take = (&mut reader).take(rest);
+            match tokio::io::copy(&mut take, &mut tokio::io::sink()).await {
+                Ok(k) if k == rest => {}
+                _ => break,
+            }
+            out.push(tag, Body::error("message too large"));
+            waiting_last = None;
+            continue;
+        }
+        frame.clear();
+        frame.extend_from_slice(&size);
+        frame.resize(n as usize, 0);
+        if reader.read_exact(&mut frame[4..]).await.is_err() {
+            break;
+        }
+        waiting_last = match decode(&frame) {
+            Ok(f) => match conn.handle(f, &mut out) {
+                Handled::Replied => None,
+                Handled::Waiting(tag) => Some(tag),
+            },
+            Err(DecodeError::Framing(_)) => break,
+            Err(DecodeError::Body { tag, reason, .. }) => {
+                out.push(tag, Body::error(reason));
+                None
+            }
+        };
+        // Reply data queued at once must fit the reply budget; when it does not,
+        // it is written now, and no request is read until the peer took it.
+        let n = out.unaccounted();
+        if n > 0 {
+            match conn.replies.try_take(n) {
+                Some(p) => out.cover(Some(p)),
+                None => {
+                    out.cover(None);
+                    if conn.writer.send(&mut out).await.is_err() {
                         break;
                     }
-                } else if conn.writer.send(&mut out).await.is_err() {
-                    break;
-                }
-            }
-            let mut size = [0u8; 4];
-            if reader.read_exact(&mut size).await.is_err() {
-                break;
-            }
-            let n = u32::from_le_bytes(size);
-            if (n as usize) < HEADER_LEN {
-                tracing::debug!(
-                    conn = conn.info.id,
-                    size = n,
-                    "frame too short; closing connection"
-                );
-                break;
-            }
-            if n > conn.msize.load(Ordering::Relaxed) {
-                let mut hdr = [0u8; 3];
-                if reader.read_exact(&mut hdr).await.is_err() {
-                    break;
-                }
-                let tag = u16::from_le_bytes([hdr[1], hdr[2]]);
-                let rest = u64::from(n) - HEADER_LEN as u64;
-                let mut take = (&mut reader).take(rest);
-                match tokio::io::copy(&mut take, &mut tokio::io::sink()).await {
-                    Ok(k) if k == rest => {}
-                    _ => break,
-                }
-                push(&mut out, tag, Body::error("message too large"));
-                waiting_last = None;
-                continue;
-            }
-            frame.clear();
-            frame.extend_from_slice(&size);
-            frame.resize(n as usize, 0);
-            if reader.read_exact(&mut frame[4..]).await.is_err() {
-                break;
-            }
-            waiting_last = match decode(&frame) {
-                Ok(f) => match conn.handle(f, &mut out) {
-                    Handled::Replied => None,
-                    Handled::Waiting(tag) => Some(tag),
-                },
-                Err(DecodeError::Framing(_)) => break,
-                Err(DecodeError::Body { tag, reason, .. }) => {
-                    push(&mut out, tag, Body::error(reason));
-                    None
-                }
-            };
-            // Reply data queued at once must fit the reply budget; when it does not,
-            // it is written now, and no request is read until the peer took it.
-            let n = out.unaccounted();
-            if n > 0 {
-                match conn.replies.try_take(n) {
-                    Some(p) => out.cover(Some(p)),
-                    None => {
-                        out.cover(None);
-                        if conn.writer.send(&mut out).await.is_err() {
-                            break;
-                        }
-                    }
                 }
             }
         }
-        // Held replies too, for a peer that only shut down its sending side.
-        let _ = conn.writer.send(&mut out).await;
     }
+    // Held replies too, for a peer that only shut down its sending side.
+    let _ = conn.writer.send(&mut out).await;
 }
 
 /// Whether `buf` starts with a complete frame (so reading it cannot wait).
 fn holds_whole_frame(buf: &[u8]) -> bool {
     buf.len() >= 4 && buf.len() >= u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
-}
-
-/// How a request was handled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Handled {
-    /// Its reply is queued.
-    Replied,
-    /// It waits in a task of its own, which sends the reply; its tag.
-    Waiting(u16),
-}
-
-fn push(out: &mut Outbox, tag: u16, body: Body) {
-    out.push(tag, body);
-}
-
-fn reply(out: &mut Outbox, tag: u16, r: Result<Body, Error>) -> Handled {
-    push(out, tag, r.unwrap_or_else(|e| Body::Rerror { ename: e.0 }));
-    Handled::Replied
-}
-
-/// The error of a walk (or attach, auth) to a new fid beyond [`Limits::max_fids`].
-fn too_many_fids() -> Error {
-    Error::new("too many fids")
-}
-
-fn unknown_fid(fid: u32) -> Error {
-    Error::new(format!("unknown fid {fid}"))
-}
-
-impl Conn {
-    fn handle(self: &Arc<Self>, f: Frame, out: &mut Outbox) -> Handled {
-        let tag = f.tag;
-        if let Body::Tversion { msize, version } = f.body {
-            return reply(out, tag, self.version(msize, &version));
-        }
-        if !self.versioned.load(Ordering::Relaxed) {
-            return reply(
-                out,
-                tag,
-                Err(Error::new("version not negotiated: send Tversion first")),
-            );
-        }
-        if self.inflight.contains(tag) {
-            return reply(
-                out,
-                tag,
-                Err(Error::new(format!("tag {tag} is already in use"))),
-            );
-        }
-        let r = match f.body {
-            Body::Tauth { afid, uname, aname } => self.auth(afid, &uname, &aname),
-            Body::Tattach { fid, afid, .. } => self.attach(fid, afid),
-            Body::Tflush { oldtag } => {
-                self.inflight.flush(oldtag);
-                Ok(Body::Rflush)
-            }
-            Body::Twalk {
-                fid,
-                newfid,
-                wnames,
-            } => self.walk(fid, newfid, &wnames),
-            Body::Topen { fid, mode } => self.open(fid, mode),
-            Body::Tcreate { fid, .. } => self.fid_exists(fid).and(Err(Error::permission_denied())),
-            Body::Tread { fid, offset, count } => return self.read(tag, fid, offset, count, out),
-            Body::Twrite { fid, offset, data } => return self.write(tag, fid, offset, data, out),
-            Body::Tclunk { fid } => self.clunk(fid).map(|_| Body::Rclunk),
-            Body::Tremove { fid } => self.clunk(fid).and(Err(Error::permission_denied())),
-            Body::Tstat { fid } => self.stat(fid),
-            Body::Twstat { fid, stat } => self.wstat(fid, &stat),
-            other => Err(Error::new(format!(
-                "unexpected message type {}: not a request",
-                other.type_id()
-            ))),
-        };
-        reply(out, tag, r)
-    }
-
-    fn version(&self, msize: u32, version: &str) -> Result<Body, Error> {
-        self.inflight.abort_all();
-        self.fids.clear();
-        let msize = msize.min(MAX_MSIZE);
-        let ok = version == VERSION_9P2000 || version.starts_with("9P2000.");
-        if !ok {
-            self.versioned.store(false, Ordering::Relaxed);
-            return Ok(Body::Rversion {
-                msize,
-                version: "unknown".into(),
-            });
-        }
-        if msize < MIN_MSIZE {
-            return Err(Error::new(format!(
-                "msize {msize} is too small (minimum {MIN_MSIZE})"
-            )));
-        }
-        self.msize.store(msize, Ordering::Relaxed);
-        self.versioned.store(true, Ordering::Relaxed);
-        Ok(Body::Rversion {
-            msize,
-            version: VERSION_9P2000.into(),
-        })
-    }
-
-    fn fid_exists(&self, fid: u32) -> Result<(), Error> {
-        if self.fids.with(|m| m.contains_key(&fid)) {
-            Ok(())
-        } else {
-            Err(unknown_fid(fid))
-        }
-    }
-
-    fn insert_new(&self, fid: u32, f: Fid) -> Result<(), Error> {
-        self.fids.with(|m| {
-            if m.contains_key(&fid) {
-                return Err(Error::new(format!("fid {fid} is already in use")));
-            }
-            if m.len() >= self.limits.max_fids {
-                return Err(too_many_fids());
-            }
-            m.insert(fid, f);
-            Ok(())
-        })
-    }
-
-    fn auth(&self, afid: u32, uname: &str, aname: &str) -> Result<Body, Error> {
-        if afid == NOFID {
-            return Err(Error::new("invalid afid NOFID"));
-        }
-        let handle = self.auth.start(uname, aname)?;
-        let mut f = Fid::new(self.root.clone(), Vec::new());
-        f.auth = Some(handle);
-        self.insert_new(afid, f)?;
-        Ok(Body::Rauth {
-            aqid: Qid {
-                ty: QTAUTH,
-                version: 0,
-                path: AUTH_QID_PATH,
-            },
-        })
-    }
-
-    fn attach(&self, fid: u32, afid: u32) -> Result<Body, Error> {
-        let ok = if afid == NOFID {
-            self.auth.allows_anonymous()
-        } else {
-            self.fids.with(|m| {
-                m.get(&afid)
-                    .and_then(|f| f.auth.as_ref())
-                    .is_some_and(|a| a.authenticated())
-            })
-        };
-        if !ok {
-            return Err(Error::new("authentication required"));
-        }
-        self.insert_new(fid, Fid::new(self.root.clone(), Vec::new()))?;
-        self.attached.store(true, Ordering::Release);
-        Ok(Body::Rattach {
-            qid: self.root.qid(),
-        })
-    }
-
-    fn walk(&self, fid: u32, newfid: u32, wnames: &[String]) -> Result<Body, Error> {
-        let (mut node, mut parents) = self.fids.with(|m| {
-            let f = m.get(&fid).ok_or_else(|| unknown_fid(fid))?;
-            if f.auth.is_some() {
-                return Err(Error::new(format!("fid {fid} is an auth fid")));
-            }
-            if f.open.is_some() {
-                return Err(Error::new(format!(
-                    "fid {fid} is open and cannot be walked"
-                )));
-            }
-            if newfid != fid && m.contains_key(&newfid) {
-                return Err(Error::new(format!("fid {newfid} is already in use")));
-            }
-            Ok((f.node.clone(), f.parents.clone()))
-        })?;
-        let mut wqids = Vec::with_capacity(wnames.len());
-        for name in wnames {
-            let next = if name == ".." {
-                match parents.pop() {
-                    Some(p) => Some(p),
-                    None => Some(node.clone()), // ".." of the root is the root
-                }
-            } else {
-                match &node.kind {
-                    NodeKind::Dir(d) => d.lookup(name).inspect(|_| parents.push(node.clone())),
-                    NodeKind::File(_) => {
-                        if wqids.is_empty() {
-                            return Err(Error::new(format!("not a directory: {:?}", &*node.name)));
-                        }
-                        None
-                    }
-                }
-            };
-            match next {
-                Some(n) => {
-                    wqids.push(n.qid());
-                    node = n;
-                }
-                None if wqids.is_empty() => return Err(Error::new("file not found")),
-                None => return Ok(Body::Rwalk { wqids }),
-            }
-        }
-        let f = Fid::new(node, parents);
-        self.fids.with(|m| {
-            if newfid != fid && m.len() >= self.limits.max_fids && !m.contains_key(&newfid) {
-                return Err(too_many_fids());
-            }
-            if let Some(old) = m.insert(newfid, f) {
-                // newfid == fid: the old fid is replaced.
-                drop(old);
-            }
-            Ok(())
-        })?;
-        Ok(Body::Rwalk { wqids })
-    }
-
-    fn open(&self, fid: u32, mode: u8) -> Result<Body, Error> {
-        let node = self.fids.with(|m| {
-            let f = m.get(&fid).ok_or_else(|| unknown_fid(fid))?;
-            if f.open.is_some() || f.auth.is_some() {
-                return Err(Error::new(format!("fid {fid} is already open")));
-            }
-            Ok(f.node.clone())
-        })?;
-        let access = match mode & 3 {
-            0 => OpenMode::Read,
-            OWRITE => OpenMode::Write,
-            ORDWR => OpenMode::ReadWrite,
-            OEXEC => return Err(Error::permission_denied()),
-            _ => unreachable!("two bits"),
-        };
-        let access = if mode & OTRUNC != 0 && !access.writes() {
-            OpenMode::ReadWrite
-        } else {
-            access
-        };
-        if mode & ORCLOSE != 0 || !node.permits(access) {
-            return Err(Error::permission_denied());
-        }
-        let opened = match &node.kind {
-            NodeKind::Dir(_) if access.writes() => return Err(Error::permission_denied()),
-            NodeKind::Dir(_) => Opened::Dir(Arc::new(Mutex::new(Listing::snapshot(
-                &node,
-                &self.info.user,
-                self.info.mtime,
-            )))),
-            NodeKind::File(file) => Opened::File {
-                handle: file.open(access, &self.info)?,
-                mode: access,
-            },
-        };
-        let qid = node.qid();
-        let late = self.fids.with(|m| match m.get_mut(&fid) {
-            Some(f) if f.open.is_none() => {
-                f.open = Some(opened);
-                None
-            }
-            _ => Some(opened),
-        });
-        if let Some(Opened::File { handle, .. }) = late {
-            handle.clunk();
-            return Err(unknown_fid(fid));
-        }
-        Ok(Body::Ropen {
-            qid,
-            iounit: self.msize.load(Ordering::Relaxed) - IOHDRSZ,
-        })
-    }
-
-    /// The handle of an auth fid or a file opened with `want`; or a directory listing.
-    fn io_target(&self, fid: u32, reading: bool) -> Result<IoTarget, Error> {
-        self.fids.with(|m| {
-            let f = m.get(&fid).ok_or_else(|| unknown_fid(fid))?;
-            if let Some(a) = &f.auth {
-                let h: Arc<dyn Handle> = a.clone();
-                return Ok(IoTarget::Handle(h, f.cancel.clone()));
-            }
-            match &f.open {
-                None => Err(Error::new(format!("fid {fid} is not open"))),
-                Some(Opened::Dir(l)) if reading => Ok(IoTarget::Dir(l.clone())),
-                Some(Opened::Dir(_)) => Err(Error::permission_denied()),
-                Some(Opened::File { handle, mode }) => {
-                    if (reading && mode.reads()) || (!reading && mode.writes()) {
-                        Ok(IoTarget::Handle(handle.clone(), f.cancel.clone()))
-                    } else {
-                        Err(Error::new(format!(
-                            "fid {fid} is not open for {}",
-                            if reading { "reading" } else { "writing" }
-                        )))
-                    }
-                }
-            }
-        })
-    }
-
-    fn read(
-        self: &Arc<Self>,
-        tag: u16,
-        fid: u32,
-        offset: u64,
-        count: u32,
-        out: &mut Outbox,
-    ) -> Handled {
-        let count = count.min(self.msize.load(Ordering::Relaxed) - RREAD_HDR);
-        match self.io_target(fid, true) {
-            Err(e) => reply(out, tag, Err(e)),
-            Ok(IoTarget::Dir(l)) => {
-                let r = l
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .read(offset, count);
-                reply(out, tag, r.map(|data| Body::Rread { data }))
-            }
-            Ok(IoTarget::Handle(h, cancel)) => {
-                let fut = Box::pin(async move {
-                    h.read(offset, count).await.map(|data| Body::Rread { data })
-                });
-                self.run_io(tag, cancel, fut, count as usize, out)
-            }
-        }
-    }
-
-    fn write(
-        self: &Arc<Self>,
-        tag: u16,
-        fid: u32,
-        offset: u64,
-        data: Vec<u8>,
-        out: &mut Outbox,
-    ) -> Handled {
-        match self.io_target(fid, false) {
-            Err(e) => reply(out, tag, Err(e)),
-            Ok(IoTarget::Dir(_)) => reply(out, tag, Err(Error::permission_denied())),
-            Ok(IoTarget::Handle(h, cancel)) => {
-                let fut = Box::pin(async move {
-                    h.write(offset, data)
-                        .await
-                        .map(|count| Body::Rwrite { count })
-                });
-                self.run_io(tag, cancel, fut, 0, out)
-            }
-        }
-    }
-
-    /// Run a read or write: at once if it completes without waiting (so pipelined
-    /// requests keep their order), else in its own task. `reserve` is the most
-    /// reply data it can bring (the read's count; 0 for a write).
-    fn run_io(
-        self: &Arc<Self>,
-        tag: u16,
-        cancel: CancellationToken,
-        mut fut: IoFuture,
-        reserve: usize,
-        out: &mut Outbox,
-    ) -> Handled {
-        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-        if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
-            return reply(out, tag, r);
-        }
-        self.inflight.reserve(tag);
-        let conn = self.clone();
-        let task = tokio::spawn(async move {
-            let (r, permit) = conn.wait_io(cancel, fut, reserve).await;
-            let body = r.unwrap_or_else(|e| Body::Rerror { ename: e.0 });
-            conn.writer
-                .send_task_reply(&conn.inflight, tag, body, permit)
-                .await;
-        });
-        self.inflight.attach(tag, task.abort_handle());
-        Handled::Waiting(tag)
-    }
-
-    /// The outcome of a read or write that waits, or `cancelled`, with the
-    /// reply budget's permit for its data. Replies held back for it are
-    /// released if it has not completed within [`HOLD_LIMIT`].
-    async fn wait_io(
-        &self,
-        cancel: CancellationToken,
-        mut fut: IoFuture,
-        reserve: usize,
-    ) -> (Result<Body, Error>, Option<crate::replies::Permit>) {
-        let limit = tokio::time::sleep(HOLD_LIMIT);
-        tokio::pin!(limit);
-        let mut released = false;
-        let gated = self.replies.gated(reserve, &mut fut);
-        tokio::pin!(gated);
-        loop {
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return (Err(Error::cancelled()), None),
-                r = &mut gated => return r,
-                _ = &mut limit, if !released => {
-                    released = true;
-                    self.writer.release().await;
-                }
-            }
-        }
-    }
-
-    fn clunk(&self, fid: u32) -> Result<(), Error> {
-        let f = self
-            .fids
-            .with(|m| m.remove(&fid))
-            .ok_or_else(|| unknown_fid(fid))?;
-        f.close();
-        Ok(())
-    }
-
-    fn stat(&self, fid: u32) -> Result<Body, Error> {
-        let (node, is_auth) = self.fids.with(|m| {
-            m.get(&fid)
-                .map(|f| (f.node.clone(), f.auth.is_some()))
-                .ok_or_else(|| unknown_fid(fid))
-        })?;
-        let stat = if is_auth {
-            Stat {
-                qid: Qid {
-                    ty: QTAUTH,
-                    version: 0,
-                    path: AUTH_QID_PATH,
-                },
-                mode: DMAUTH | 0o600,
-                name: "auth".into(),
-                uid: self.info.user.to_string(),
-                gid: self.info.user.to_string(),
-                muid: self.info.user.to_string(),
-                ..Stat::default()
-            }
-        } else {
-            node.stat(&self.info.user, self.info.mtime)
-        };
-        Ok(Body::Rstat { stat })
-    }
-
-    fn wstat(&self, fid: u32, s: &Stat) -> Result<Body, Error> {
-        let (node, is_auth) = self.fids.with(|m| {
-            m.get(&fid)
-                .map(|f| (f.node.clone(), f.auth.is_some()))
-                .ok_or_else(|| unknown_fid(fid))
-        })?;
-        // A wstat that changes nothing succeeds (times may be set: touch(1)
-        // does that). Every file here reports length 0, so truncating a
-        // writable file to 0 is such a no-op: it is what `O_TRUNC` becomes
-        // through 9pfuse (`echo … > ctl`), `dd of=` and Python. Anything that
-        // would rename, chmod, chown or set another length fails.
-        let writable_file = !is_auth && !node.is_dir() && node.mode() & 0o200 != 0;
-        let noop = s.name.is_empty()
-            && s.uid.is_empty()
-            && s.gid.is_empty()
-            && s.muid.is_empty()
-            && (s.mode == u32::MAX || (!is_auth && s.mode == node.mode()))
-            && (s.length == u64::MAX || (s.length == 0 && writable_file));
-        if noop {
-            Ok(Body::Rwstat)
-        } else {
-            Err(Error::permission_denied())
-        }
-    }
-}
-
-enum IoTarget {
-    Handle(Arc<dyn Handle>, CancellationToken),
-    Dir(Arc<Mutex<Listing>>),
 }

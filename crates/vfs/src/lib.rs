@@ -4,8 +4,12 @@
 //!   files ([`File`]), and the per-open [`Handle`] whose `read`/`write` may block.
 //! - [`tree`]: builders for declaring a tree in one place ([`tree::dir`], [`tree::file`]).
 //! - [`auth`]: the [`Auth`] hook for `Tauth`/`Tattach`.
-//! - [`conn`]: [`serve_connection`], the per-connection loop: version/msize negotiation,
-//!   fid table, concurrent requests, `Tflush`, clunk-on-close.
+//! - [`conn`]: [`serve_connection`], the per-connection loop over any byte stream
+//!   (`AsyncRead + AsyncWrite`): reads frames, writes the queued replies.
+//! - `dispatch`: each request against the connection's fid table and tree:
+//!   version/msize negotiation, walks, concurrent reads and writes, `Tflush`,
+//!   clunk-on-close.
+//! - [`conninfo`]: [`ConnInfo`], what handlers know of the connection.
 //! - [`error`]: [`Error`], the `ename` of an `Rerror`.
 //! - [`limits`]: what one connection may hold ([`Limits`]): fids, unsent replies
 //!   (back-pressure), unanswered request data ([`RequestBudget`]), time to attach.
@@ -20,7 +24,9 @@
 
 pub mod auth;
 pub mod conn;
+pub mod conninfo;
 mod dirread;
+mod dispatch;
 pub mod error;
 mod fids;
 mod inflight;
@@ -32,7 +38,9 @@ pub mod tree;
 mod writer;
 
 pub use auth::{Auth, AuthHandle, NoAuth};
-pub use conn::{serve_connection, serve_connection_with, ConnInfo, MAX_MSIZE};
+pub use conn::{serve_connection, serve_connection_with};
+pub use conninfo::ConnInfo;
+pub use dispatch::MAX_MSIZE;
 pub use error::Error;
 pub use limits::{Limits, RequestBudget, Reservation};
 pub use node::{Dir, File, Handle, Node, NodeKind, OpenMode};

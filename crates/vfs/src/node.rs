@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toolsrv_wire::{Qid, Stat, DMDIR, QTDIR, QTFILE};
 
-use crate::conn::ConnInfo;
+use crate::conninfo::ConnInfo;
 use crate::error::Error;
 
 /// The access an open asks for (the low two bits of the 9P open mode).

@@ -4,8 +4,7 @@
 
 use std::io::IoSlice;
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use toolsrv_wire::{encode, msgtype, Body, Frame};
 
 use crate::replies::Permit;
@@ -96,7 +95,10 @@ impl Outbox {
     }
 
     /// Write everything queued (vectored), leaving the outbox empty.
-    pub(crate) async fn write_to(&mut self, w: &mut OwnedWriteHalf) -> std::io::Result<()> {
+    pub(crate) async fn write_to<W: AsyncWrite + Unpin + ?Sized>(
+        &mut self,
+        w: &mut W,
+    ) -> std::io::Result<()> {
         if !self.tail.is_empty() {
             self.segs.push(std::mem::take(&mut self.tail));
         }

@@ -12,19 +12,22 @@
 
 use std::time::Duration;
 
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::io::AsyncWrite;
 use toolsrv_wire::Body;
 
 use crate::inflight::Inflight;
 use crate::outbox::Outbox;
 use crate::replies::Permit;
 
+/// The write side of the connection's byte stream.
+pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// The longest replies are held back for a waiting request's reply.
 pub(crate) const HOLD_LIMIT: Duration = Duration::from_millis(20);
 
-/// The socket's write half and the replies held back, behind one lock.
+/// The stream's write half and the replies held back, behind one lock.
 struct State {
-    half: OwnedWriteHalf,
+    half: WriteHalf,
     held: Outbox,
 }
 
@@ -37,7 +40,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// A writer on `half`, holding nothing.
-    pub(crate) fn new(half: OwnedWriteHalf) -> Writer {
+    pub(crate) fn new(half: WriteHalf) -> Writer {
         Writer {
             state: tokio::sync::Mutex::new(State {
                 half,

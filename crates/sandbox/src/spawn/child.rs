@@ -7,14 +7,12 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
-use libc::{c_char, c_int, c_long, c_void};
+use libc::{c_char, c_int, c_void};
 
 use super::sys;
 
 /// `_NSIG - 1` on every supported architecture.
 const MAX_SIGNAL: c_int = 64;
-/// Size of the kernel's signal set in bytes.
-const KERNEL_SIGSET_SIZE: usize = 8;
 
 /// Setup step that failed in the child (0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,184 +116,82 @@ pub(crate) extern "C" fn child_main(arg: *mut c_void) -> c_int {
         args.failed_errno.store(errno, Ordering::Relaxed);
         args.failed_stage.store(stage as u32, Ordering::Release);
     }
-    exit_now(127)
+    sys::exit_group(127)
 }
 
-/// Terminates the child without running any user-space cleanup.
-fn exit_now(code: c_int) -> ! {
-    loop {
-        // Safety: exit_group terminates the calling process; it touches no memory.
-        unsafe {
-            sys::call(libc::SYS_exit_group, [code as c_long, 0, 0, 0, 0, 0]);
-        }
+/// A failed step: where, and the errno.
+type Failure = (Stage, sys::Errno);
+
+/// Tags a system call's errno with the step it failed in.
+trait At<T> {
+    fn at(self, stage: Stage) -> Result<T, Failure>;
+}
+
+impl<T> At<T> for Result<T, sys::Errno> {
+    #[inline(always)]
+    fn at(self, stage: Stage) -> Result<T, Failure> {
+        self.map_err(|errno| (stage, errno))
     }
 }
 
-/// Maps a raw system call result (`-errno` on failure) to a failure at `stage`.
-fn check(ret: c_long, stage: Stage) -> Result<c_long, (Stage, i32)> {
-    if ret < 0 {
-        Err((stage, i32::try_from(-ret).unwrap_or(libc::EIO)))
-    } else {
-        Ok(ret)
-    }
-}
-
-fn setup_and_exec(args: &ChildArgs) -> Result<(), (Stage, i32)> {
+/// The steps of docs/spawn-and-confinement.md, in its order.
+fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     reset_signals(args.reset_signals.load(Ordering::Relaxed))?;
     join_run(args)?;
-    // Safety (all calls below): raw system calls whose pointer arguments are either null
-    // or point into `args` / memory the parent keeps alive while this child runs.
-    unsafe {
-        check(
-            sys::call(libc::SYS_setpgid, [0 as c_long, 0 as c_long, 0, 0, 0, 0]),
-            Stage::ProcessGroup,
-        )?;
-        check(
-            sys::call(
-                libc::SYS_prctl,
-                [
-                    libc::PR_SET_PDEATHSIG as c_long,
-                    libc::SIGKILL as c_long,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-            Stage::DeathSignal,
-        )?;
-        // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
-        // (In a new PID namespace the parent is outside it and reads as 0; the
-        // watchdog covers that window there.)
-        let expected = if args.join.new_pid_ns {
-            0
-        } else {
-            args.parent_pid as c_long
-        };
-        if sys::call(libc::SYS_getppid, [0, 0, 0, 0, 0, 0]) != expected {
-            exit_now(127);
-        }
-        check(
-            sys::call(
-                libc::SYS_dup3,
-                [args.stdin as c_long, 0 as c_long, 0 as c_long, 0, 0, 0],
-            ),
-            Stage::Stdio,
-        )?;
-        check(
-            sys::call(
-                libc::SYS_dup3,
-                [args.output as c_long, 1 as c_long, 0 as c_long, 0, 0, 0],
-            ),
-            Stage::Stdio,
-        )?;
-        check(
-            sys::call(
-                libc::SYS_dup3,
-                [args.output as c_long, 2 as c_long, 0 as c_long, 0, 0, 0],
-            ),
-            Stage::Stdio,
-        )?;
-        check(
-            sys::call(
-                libc::SYS_close_range,
-                [
-                    3 as c_long,
-                    c_long::from(u32::MAX),
-                    libc::CLOSE_RANGE_CLOEXEC as c_long,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-            Stage::CloseRange,
-        )?;
+    sys::setpgid(0, 0).at(Stage::ProcessGroup)?;
+    sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;
+    // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
+    // (In a new PID namespace the parent is outside it and reads as 0; the
+    // watchdog covers that window there.)
+    let parent = if args.join.new_pid_ns {
+        0
+    } else {
+        args.parent_pid
+    };
+    if sys::getppid() != parent {
+        sys::exit_group(127);
+    }
+    sys::dup3(args.stdin, 0).at(Stage::Stdio)?;
+    sys::dup3(args.output, 1).at(Stage::Stdio)?;
+    sys::dup3(args.output, 2).at(Stage::Stdio)?;
+    sys::close_range_on_exec(3).at(Stage::CloseRange)?;
+    enter_working_directory(args).at(Stage::Chdir)?;
+    if args.no_new_privs {
+        sys::set_no_new_privs().at(Stage::NoNewPrivs)?;
+    }
+    if let Some(caps) = &args.caps {
+        sys::capset(caps).at(Stage::Capabilities)?;
+    }
+    if args.ruleset >= 0 {
+        sys::landlock_restrict_self(args.ruleset).at(Stage::Landlock)?;
+    }
+    if !args.seccomp.is_null() {
+        // Safety: a non-null `seccomp` points to the launch's program, which
+        // the parent keeps alive until this child has exec'd or exited.
+        unsafe { sys::set_seccomp_filter(args.seccomp) }.at(Stage::Seccomp)?;
+    }
+    // Safety: program, argv and envp point to the launch's NUL-terminated
+    // strings and null-terminated arrays, alive until this child has exec'd.
+    let errno = unsafe { sys::execve(args.program, args.argv, args.envp) };
+    Err((Stage::Exec, errno))
+}
+
+/// `fchdir` to the working directory's descriptor, else `chdir` to its path.
+fn enter_working_directory(args: &ChildArgs) -> Result<(), sys::Errno> {
+    if args.cwd_fd >= 0 {
         // The descriptor outlives close_range (close-on-exec only): it is the
         // directory the server checked, whatever its path names by now.
-        let chdir = if args.cwd_fd >= 0 {
-            sys::call(libc::SYS_fchdir, [args.cwd_fd as c_long, 0, 0, 0, 0, 0])
-        } else {
-            sys::call(libc::SYS_chdir, [(args.cwd) as c_long, 0, 0, 0, 0, 0])
-        };
-        check(chdir, Stage::Chdir)?;
-        if args.no_new_privs {
-            check(
-                sys::call(
-                    libc::SYS_prctl,
-                    [
-                        libc::PR_SET_NO_NEW_PRIVS as c_long,
-                        1 as c_long,
-                        0 as c_long,
-                        0 as c_long,
-                        0 as c_long,
-                        0,
-                    ],
-                ),
-                Stage::NoNewPrivs,
-            )?;
-        }
-        if let Some(caps) = &args.caps {
-            let mut header = crate::confine::caps::HEADER;
-            check(
-                sys::call(
-                    libc::SYS_capset,
-                    [
-                        (&mut header as *mut crate::confine::caps::Header) as c_long,
-                        (caps.as_ptr()) as c_long,
-                        0,
-                        0,
-                        0,
-                        0,
-                    ],
-                ),
-                Stage::Capabilities,
-            )?;
-        }
-        if args.ruleset >= 0 {
-            check(
-                sys::call(
-                    libc::SYS_landlock_restrict_self,
-                    [args.ruleset as c_long, 0 as c_long, 0, 0, 0, 0],
-                ),
-                Stage::Landlock,
-            )?;
-        }
-        if !args.seccomp.is_null() {
-            check(
-                sys::call(
-                    libc::SYS_prctl,
-                    [
-                        libc::PR_SET_SECCOMP as c_long,
-                        libc::SECCOMP_MODE_FILTER as c_long,
-                        (args.seccomp) as c_long,
-                        0,
-                        0,
-                        0,
-                    ],
-                ),
-                Stage::Seccomp,
-            )?;
-        }
-        let ret = sys::call(
-            libc::SYS_execve,
-            [
-                (args.program) as c_long,
-                (args.argv) as c_long,
-                (args.envp) as c_long,
-                0,
-                0,
-                0,
-            ],
-        );
-        check(ret, Stage::Exec)?;
+        sys::fchdir(args.cwd_fd)
+    } else {
+        // Safety: `cwd` points to the launch's NUL-terminated path, alive
+        // until this child has exec'd.
+        unsafe { sys::chdir(args.cwd) }
     }
-    // execve returns only on failure (then `check` returned above).
-    Err((Stage::Exec, libc::EIO))
 }
 
 /// Joins the run's groups and takes its resource limits, before anything of
 /// the tool runs: a process started from here on is born in the groups.
-fn join_run(args: &ChildArgs) -> Result<(), (Stage, i32)> {
+fn join_run(args: &ChildArgs) -> Result<(), Failure> {
     let join = &args.join;
     if args.join_by_procs.load(Ordering::Relaxed) && join.cgroup_procs >= 0 {
         write_zero(join.cgroup_procs)?;
@@ -314,45 +210,20 @@ fn join_run(args: &ChildArgs) -> Result<(), (Stage, i32)> {
 }
 
 /// Writes "0" (this process) into an open `cgroup.procs`.
-fn write_zero(fd: c_int) -> Result<(), (Stage, i32)> {
-    let zero = b"0";
-    // Safety: writes one byte from a static buffer to a descriptor the parent
-    // keeps open until this child has exec'd.
-    let ret = unsafe {
-        sys::call(
-            libc::SYS_write,
-            [fd as c_long, zero.as_ptr() as c_long, 1, 0, 0, 0],
-        )
-    };
-    check(ret, Stage::Contain).map(|_| ())
+fn write_zero(fd: c_int) -> Result<(), Failure> {
+    sys::write(fd, b"0").map(drop).at(Stage::Contain)
 }
 
 /// Sets `resource`'s soft and hard limit of this process to `value` (the hard
 /// limit of CPU time one second later: the soft one sends SIGXCPU, which says
 /// why the tool died; the hard one kills a tool that ignores it).
-fn set_rlimit(resource: c_int, value: u64) -> Result<(), (Stage, i32)> {
+fn set_rlimit(resource: c_int, value: u64) -> Result<(), Failure> {
     let hard = if resource == libc::RLIMIT_CPU as c_int {
         value.saturating_add(1)
     } else {
         value
     };
-    let limit = [value, hard];
-    // Safety: prlimit64 on this process (pid 0) reads the two words of
-    // `limit` and writes nothing (null old-limit pointer).
-    let ret = unsafe {
-        sys::call(
-            libc::SYS_prlimit64,
-            [
-                0,
-                resource as c_long,
-                limit.as_ptr() as c_long,
-                std::ptr::null_mut::<c_void>() as c_long,
-                0,
-                0,
-            ],
-        )
-    };
-    check(ret, Stage::Limits).map(|_| ())
+    sys::set_rlimit(resource, value, hard).at(Stage::Limits)
 }
 
 /// Resets the dispositions of the signals in `mask` to SIG_DFL, then empties the
@@ -366,48 +237,14 @@ fn set_rlimit(resource: c_int, value: u64) -> Result<(), (Stage, i32)> {
 /// call), so no parent handler can run in this child before its disposition is reset.
 /// After `clone3` the mask is the parent thread's: the kernel has already removed every
 /// handler, so a signal arriving now takes its default action, as it would in the tool.
-fn reset_signals(mask: u64) -> Result<(), (Stage, i32)> {
-    // The kernel `struct sigaction` is at most 4 words on the supported architectures;
-    // all zeroes means SIG_DFL, no flags, empty mask, whatever the field order.
-    let default_action = [0u64; 4];
+fn reset_signals(mask: u64) -> Result<(), Failure> {
     for sig in 1..=MAX_SIGNAL {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP || mask & (1u64 << (sig - 1)) == 0 {
             continue;
         }
-        // Safety: installs the all-zero (SIG_DFL) action read from `default_action`;
-        // the old action is not requested (null pointer).
-        let ret = unsafe {
-            sys::call(
-                libc::SYS_rt_sigaction,
-                [
-                    sig as c_long,
-                    (default_action.as_ptr()) as c_long,
-                    (std::ptr::null_mut::<c_void>()) as c_long,
-                    (KERNEL_SIGSET_SIZE) as c_long,
-                    0,
-                    0,
-                ],
-            )
-        };
-        check(ret, Stage::Signals)?;
+        sys::reset_signal_action(sig).at(Stage::Signals)?;
     }
-    let empty: u64 = 0;
-    // Safety: sets the mask from `empty`, a kernel sigset of KERNEL_SIGSET_SIZE bytes.
-    let ret = unsafe {
-        sys::call(
-            libc::SYS_rt_sigprocmask,
-            [
-                libc::SIG_SETMASK as c_long,
-                (&empty as *const u64) as c_long,
-                (std::ptr::null_mut::<c_void>()) as c_long,
-                (KERNEL_SIGSET_SIZE) as c_long,
-                0,
-                0,
-            ],
-        )
-    };
-    check(ret, Stage::Signals)?;
-    Ok(())
+    sys::unblock_all_signals().at(Stage::Signals)
 }
 
 #[cfg(not(any(

@@ -7,14 +7,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long a derived value is reused.
-pub const TTL: Duration = Duration::from_secs(2);
+pub(crate) const TTL: Duration = Duration::from_secs(2);
 
 /// At most this many keys are kept (oldest evicted first).
 const CAPACITY: usize = 32;
 
 /// A key part compared by identity (the same allocation), holding it alive so
 /// its address cannot be reused by another value while cached.
-pub struct Same<T>(pub std::sync::Arc<T>);
+pub(crate) struct Same<T>(pub(crate) std::sync::Arc<T>);
 
 impl<T> PartialEq for Same<T> {
     fn eq(&self, other: &Self) -> bool {
@@ -23,7 +23,7 @@ impl<T> PartialEq for Same<T> {
 }
 
 /// Values by key, each valid for [`TTL`].
-pub struct TtlCache<K, V> {
+pub(crate) struct TtlCache<K, V> {
     entries: Mutex<Vec<(K, Instant, V)>>,
 }
 
@@ -38,7 +38,7 @@ impl<K, V> Default for TtlCache<K, V> {
 impl<K: PartialEq, V: Clone> TtlCache<K, V> {
     /// The cached value for `key`, or `make()` (run without the lock held),
     /// stored for next time.
-    pub fn get_or(&self, key: K, make: impl FnOnce() -> V) -> V {
+    pub(crate) fn get_or(&self, key: K, make: impl FnOnce() -> V) -> V {
         let now = Instant::now();
         {
             let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());

@@ -8,25 +8,25 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The pieces of one tool's environment.
-pub struct EnvParts<'a> {
+pub(crate) struct EnvParts<'a> {
     /// Allowlisted variables from toolsrv's own environment.
-    pub passthrough: Vec<(String, String)>,
+    pub(crate) passthrough: Vec<(String, String)>,
     /// The agent ID.
-    pub agent: &'a str,
+    pub(crate) agent: &'a str,
     /// The session ID, if any.
-    pub session: Option<&'a str>,
+    pub(crate) session: Option<&'a str>,
     /// The working directory.
-    pub cwd: &'a Path,
+    pub(crate) cwd: &'a Path,
     /// The private temporary directory, if there is one.
-    pub tmpdir: Option<&'a Path>,
+    pub(crate) tmpdir: Option<&'a Path>,
     /// `TOOL_ARGS` and `ARG_*`.
-    pub tool: &'a [(String, String)],
+    pub(crate) tool: &'a [(String, String)],
     /// The request's `env.NAME` fields.
-    pub request: &'a [(String, String)],
+    pub(crate) request: &'a [(String, String)],
 }
 
 /// A sorted, de-duplicated environment.
-pub fn compose(p: EnvParts<'_>) -> BTreeMap<String, String> {
+pub(crate) fn compose(p: EnvParts<'_>) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = p
         .passthrough
         .into_iter()

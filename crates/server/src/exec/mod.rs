@@ -9,12 +9,12 @@
 //!    ([`run`], [`spawner`]),
 //! 6. return a structured ToolResult ([`result`]).
 
-pub mod cache;
-pub mod env;
-pub mod prepare;
-pub mod result;
-pub mod run;
-pub mod spawner;
+mod cache;
+mod env;
+mod prepare;
+pub(crate) mod result;
+mod run;
+mod spawner;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,7 +26,7 @@ use toolsrv_sandbox::rules::ResolvedRules;
 use toolsrv_sandbox::validate::{RateLimiter, Validator};
 use toolsrv_sandbox::workdir::WorkDir;
 
-pub use prepare::{Prepared, Refused};
+pub(crate) use prepare::{Prepared, Refused, Served};
 use spawner::Spawner;
 
 use crate::reaper::Tracked;
@@ -36,25 +36,25 @@ use crate::watchdog::Watchdog;
 const CONFINEMENT_CACHE: usize = 16;
 
 /// The executor's long-lived state.
-pub struct Executor {
+pub(crate) struct Executor {
     /// The sandbox policy (re-read when it changes) and its profiles.
-    pub policy: PolicyStore,
+    pub(crate) policy: PolicyStore,
     /// Per-agent rate limiting of validation refusals.
-    pub rate: RateLimiter,
+    pub(crate) rate: RateLimiter,
     /// toolsrv's own environment, read once at startup.
-    pub own_env: HashMap<String, String>,
+    pub(crate) own_env: HashMap<String, String>,
     /// Pretend the kernel supports at most this Landlock ABI (test hook).
-    pub abi_limit: Option<i32>,
+    pub(crate) abi_limit: Option<i32>,
     /// The server's own files, carved out of every sandbox rule (see
     /// [`Executor::set_server_files`]).
     carve: Vec<std::path::PathBuf>,
     spawner: Spawner,
     /// Tool pids the executor reaps itself (the orphan reaper leaves them alone).
-    pub tracked: Arc<Tracked>,
+    pub(crate) tracked: Arc<Tracked>,
     /// Kills tool process groups if toolsrv dies.
     watchdog: Option<Arc<Watchdog>>,
     /// The kernel groups that hold each run, and their limits.
-    pub containment: Arc<Containment>,
+    pub(crate) containment: Arc<Containment>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
     /// Confinements by the rules they enforce (a re-resolved but equal set of
     /// rules reuses its ruleset). Rules compare by the files they were
@@ -79,7 +79,7 @@ pub struct Executor {
 
 impl Executor {
     /// An executor using `policy`, running tools beneath `cwd` (`--cwd`).
-    pub fn new(
+    pub(crate) fn new(
         policy: PolicyStore,
         cwd: &std::path::Path,
         abi_limit: Option<i32>,
@@ -113,7 +113,7 @@ impl Executor {
     /// `cwd` is the server's `--cwd`: a carved path inside it is worth a
     /// warning, since tools then cannot create files in the directories that
     /// lead to it.
-    pub fn set_server_files(&mut self, files: &[std::path::PathBuf], cwd: &std::path::Path) {
+    pub(crate) fn set_server_files(&mut self, files: &[std::path::PathBuf], cwd: &std::path::Path) {
         let mut carve: Vec<std::path::PathBuf> = Vec::new();
         for f in files {
             match std::path::absolute(f) {
@@ -188,8 +188,7 @@ impl Executor {
             }
         }
         let c = Arc::new(
-            Confinement::prepare_with_abi_limit(rules, self.abi_limit)
-                .map_err(|e| Refused(format!("sandbox: {e}")))?,
+            Confinement::prepare_with_abi_limit(rules, self.abi_limit).map_err(Refused::Sandbox)?,
         );
         for note in c.unenforced() {
             tracing::warn!(what = %note, "sandbox rule not enforced by this kernel (best effort)");

@@ -7,65 +7,129 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use toolsrv_metadata::{OutputMode, Tool, ToolKind};
-use toolsrv_protocol::{convert_args, parse_payload, Payload};
-use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::policy::PathContext;
-use toolsrv_sandbox::workdir::WorkDir;
+use toolsrv_metadata::{Catalog, MetaError, OutputMode, Tool, ToolKind};
+use toolsrv_protocol::{convert_args, parse_payload, Payload, PayloadError};
+use toolsrv_sandbox::confine::{ConfineError, Confinement};
+use toolsrv_sandbox::policy::{PathContext, PolicyError};
+use toolsrv_sandbox::validate::{RateLimited, Refusal, ValidateError};
+use toolsrv_sandbox::workdir::{WorkDir, WorkDirError};
 
 use super::cache::Same;
 use super::env::{compose, EnvParts};
 use super::Executor;
-use crate::registry::Lookup;
-use crate::server::Server;
+use crate::registry::{Lookup, Registry};
+
+/// What of the server a request is prepared against.
+pub(crate) struct Served<'a> {
+    /// The token requests must carry (`None` under `--no-auth`).
+    pub(crate) token: Option<String>,
+    /// Loaded tools per agent.
+    pub(crate) registry: &'a Registry,
+    /// Tool discovery, to reload a tool whose file changed.
+    pub(crate) catalog: &'a Catalog,
+    /// `--yolo`: nothing is confined.
+    pub(crate) yolo: bool,
+    /// The timeout of a request and tool that name none.
+    pub(crate) default_timeout: Duration,
+}
 
 /// A request refused before anything ran; the text is the error result's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused(pub String);
-
-impl<E: std::fmt::Display> From<E> for Refused {
-    fn from(e: E) -> Refused {
-        Refused(e.to_string())
-    }
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    /// The payload does not parse, or its arguments do not fit the schema.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// The payload's token is not the session's.
+    #[error("invalid token")]
+    InvalidToken,
+    /// The agent was refused too often lately.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
+    /// The tool is not loaded for the agent.
+    #[error("tool {tool:?} is not loaded for agent {agent:?}")]
+    NotLoaded {
+        /// The tool name.
+        tool: String,
+        /// The agent ID.
+        agent: String,
+    },
+    /// The loaded tool's file changed and no longer loads.
+    #[error("tool {tool:?} changed since it was loaded and no longer loads: {error} (fix {} and run `toolsrv load {agent} {tool}`)", .file.display())]
+    NoLongerLoads {
+        /// The tool name.
+        tool: String,
+        /// The agent ID.
+        agent: String,
+        /// Its metadata file.
+        file: PathBuf,
+        /// Why it does not load.
+        error: Box<MetaError>,
+    },
+    /// The tool's metadata cannot make a command of the arguments.
+    #[error(transparent)]
+    Metadata(#[from] MetaError),
+    /// The working directory cannot be used.
+    #[error(transparent)]
+    WorkDir(#[from] WorkDirError),
+    /// The sandbox profile is unknown or broken.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The policy's validation rules do not compile.
+    #[error(transparent)]
+    Validation(#[from] ValidateError),
+    /// Validation refused the command.
+    #[error(transparent)]
+    Refusal(#[from] Refusal),
+    /// The sandbox cannot be prepared.
+    #[error("sandbox: {0}")]
+    Sandbox(#[source] ConfineError),
+    /// The process table has no room for it.
+    #[error(transparent)]
+    Create(#[from] crate::procs::CreateError),
+    /// A string of the request holds a NUL byte.
+    #[error("{0} contains a NUL byte")]
+    Nul(&'static str),
 }
 
 /// A request ready to run.
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The parsed payload.
-    pub payload: Payload,
+    pub(crate) payload: Payload,
     /// The loaded tool.
-    pub tool: Arc<Tool>,
+    pub(crate) tool: Arc<Tool>,
     /// The program (absolute).
-    pub program: PathBuf,
+    pub(crate) program: PathBuf,
     /// argv, `argv[0]` first.
-    pub argv: Vec<String>,
+    pub(crate) argv: Vec<String>,
     /// The command line, for display and validation.
-    pub display: String,
+    pub(crate) display: String,
     /// The complete environment.
-    pub env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// The working directory's path when it was opened (for `PWD` and
     /// messages; the child `fchdir`s to [`Prepared::workdir`]).
-    pub cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// The working directory, opened once: the child's working directory and
     /// the sandbox's `{CWD}` rule are both this descriptor.
-    pub workdir: Arc<WorkDir>,
+    pub(crate) workdir: Arc<WorkDir>,
     /// The timeout.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The confinement (`None` under `--yolo`).
-    pub confinement: Option<Arc<Confinement>>,
+    pub(crate) confinement: Option<Arc<Confinement>>,
     /// The run's limits: the policy's, tightened by the tool's.
-    pub limits: toolsrv_protocol::Limits,
+    pub(crate) limits: toolsrv_protocol::Limits,
 }
 
 impl Prepared {
     /// How the output is returned.
-    pub fn output_mode(&self) -> OutputMode {
+    pub(crate) fn output_mode(&self) -> OutputMode {
         self.tool.output
     }
 
     /// The C strings for the spawn.
-    pub fn c_strings(&self) -> Result<(CString, Vec<CString>, Vec<CString>, CString), Refused> {
-        let nul = |what: &str| Refused(format!("{what} contains a NUL byte"));
+    pub(crate) fn c_strings(
+        &self,
+    ) -> Result<(CString, Vec<CString>, Vec<CString>, CString), Refused> {
+        let nul = Refused::Nul;
         let program = CString::new(self.program.as_os_str().as_encoded_bytes())
             .map_err(|_| nul("the program path"))?;
         let argv = self
@@ -115,24 +179,32 @@ impl Executor {
     /// since it was loaded is loaded again first (the agent's revision moves,
     /// as for `load`); one that no longer loads is refused with the reason and
     /// the command that loads it again.
-    fn current_tool(&self, server: &Server, agent: &str, name: &str) -> Result<Arc<Tool>, Refused> {
-        match server.registry.lookup_checked(agent, name) {
-            None => Err(Refused(format!(
-                "tool {name:?} is not loaded for agent {agent:?}"
-            ))),
+    fn current_tool(
+        &self,
+        registry: &Registry,
+        catalog: &Catalog,
+        agent: &str,
+        name: &str,
+    ) -> Result<Arc<Tool>, Refused> {
+        let not_loaded = || Refused::NotLoaded {
+            tool: name.to_string(),
+            agent: agent.to_string(),
+        };
+        match registry.lookup_checked(agent, name) {
+            None => Err(not_loaded()),
             Some(Lookup::Current(tool)) => Ok(tool),
-            Some(Lookup::Changed(old)) => match server.catalog.resolve(name) {
+            Some(Lookup::Changed(old)) => match catalog.resolve(name) {
                 Ok(new) => {
-                    let rev = server.registry.load(agent, new);
+                    let rev = registry.load(agent, new);
                     tracing::info!(agent, tool = name, rev, source = %old.source.display(), "tool file changed since it was loaded; reloaded");
-                    server.registry.lookup(agent, name).ok_or_else(|| {
-                        Refused(format!("tool {name:?} is not loaded for agent {agent:?}"))
-                    })
+                    registry.lookup(agent, name).ok_or_else(not_loaded)
                 }
-                Err(e) => Err(Refused(format!(
-                    "tool {name:?} changed since it was loaded and no longer loads: {e} (fix {} and run `toolsrv load {agent} {name}`)",
-                    old.source.display()
-                ))),
+                Err(error) => Err(Refused::NoLongerLoads {
+                    tool: name.to_string(),
+                    agent: agent.to_string(),
+                    file: old.source.clone(),
+                    error: Box::new(error),
+                }),
             },
         }
     }
@@ -149,19 +221,19 @@ fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
 
 impl Executor {
     /// Parse, authorize, resolve and validate a payload.
-    pub fn prepare(&self, server: &Server, bytes: &[u8]) -> Result<Prepared, Refused> {
+    pub(crate) fn prepare(&self, served: &Served<'_>, bytes: &[u8]) -> Result<Prepared, Refused> {
         let payload = parse_payload(bytes)?;
-        if let Some(token) = server.token_required() {
-            if !payload.token_matches(&token) {
-                return Err(Refused("invalid token".into()));
+        if let Some(token) = &served.token {
+            if !payload.token_matches(token) {
+                return Err(Refused::InvalidToken);
             }
         }
         let agent = payload.agent.as_str();
         self.rate.check(agent, Instant::now())?;
-        let tool = self.current_tool(server, agent, &payload.tool)?;
+        let tool = self.current_tool(served.registry, served.catalog, agent, &payload.tool)?;
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
-        let sandboxed = !server.config.yolo && !payload.bypass;
+        let sandboxed = !served.yolo && !payload.bypass;
         // `{CWD}` in the policy is the request's directory: a sandboxed request
         // must not widen its own sandbox by naming `/` or another tree.
         let workdir = open_cwd(&self.base_cwd, payload.cwd.as_deref(), sandboxed)?;
@@ -213,7 +285,7 @@ impl Executor {
         let timeout = payload
             .timeout
             .or(tool.timeout)
-            .unwrap_or(server.config.default_timeout);
+            .unwrap_or(served.default_timeout);
         let limits = policy.limits.tightened_by(&tool.limits);
         Ok(Prepared {
             limits,

@@ -16,7 +16,7 @@ fn with_line(output: &[u8], line: &str) -> String {
 }
 
 /// The result of a process that ended in `state` with `code`.
-pub fn build(
+pub(crate) fn build(
     state: ProcState,
     code: i32,
     output: &[u8],

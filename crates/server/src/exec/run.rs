@@ -2,7 +2,7 @@
 //! reap it, and record how it ended.
 
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +11,38 @@ use tokio::io::unix::AsyncFd;
 use toolsrv_protocol::ProcState;
 use toolsrv_protocol::{limit_reached_line, LimitName};
 use toolsrv_sandbox::contain::Run;
-use toolsrv_sandbox::spawn::{Child, ExitStatus};
+use toolsrv_sandbox::spawn::{Child, ExitStatus, SpawnError};
 
 use super::spawner::Job;
-use super::{Executor, Prepared};
+use super::{Executor, Prepared, Refused};
 use crate::procs::Proc;
+use crate::sys;
+
+/// Why a run failed before its tool ran; the text is the run's output.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunError {
+    /// The request holds a NUL byte.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// No pipe for the output.
+    #[error("cannot create the output pipe: {0}")]
+    Pipe(#[source] std::io::Error),
+    /// The run's kernel group could not be made.
+    #[error("cannot make the run's group: {0}")]
+    Group(#[source] std::io::Error),
+    /// The run's kernel group could not be opened for joining.
+    #[error("cannot open the run's group: {0}")]
+    Join(#[source] std::io::Error),
+    /// The spawn failed, or the child could not run its program.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The child's pidfd could not be watched.
+    #[error("cannot watch the process: {0}")]
+    Watch(#[source] std::io::Error),
+    /// The child could not be reaped.
+    #[error("cannot reap the process")]
+    Reap,
+}
 
 /// How long a tool gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -30,18 +57,10 @@ const PUMP_START: usize = 16 * 1024;
 
 /// A pipe with both ends close-on-exec; the read end non-blocking.
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // Safety: pipe2 writes two descriptors into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Safety: both descriptors were just created and are owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // Safety: fcntl on a descriptor we own. A new pipe's read end has no
-    // status flag set, and F_SETFL leaves the access mode alone: no F_GETFL.
-    if unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let (r, w) = sys::pipe()?;
+    // A new pipe's read end has no status flag set, and F_SETFL leaves the
+    // access mode alone: no F_GETFL.
+    sys::set_status_nonblocking(r.as_fd())?;
     Ok((r, w))
 }
 
@@ -49,9 +68,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// tool. Done once its output fills the pump's first buffer, not for every
 /// tool (most print little, and the larger ring costs an allocation). The
 /// kernel may refuse (pipe-max-size, per-user limits), which is fine.
-fn grow_pipe(fd: &impl AsRawFd) {
-    // Safety: fcntl on a descriptor the caller keeps open.
-    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+fn grow_pipe(fd: BorrowedFd<'_>) {
+    let _ = sys::set_pipe_size(fd, PIPE_SIZE);
 }
 
 /// The child's pidfd as the runtime watches it: borrowed from the [`Child`],
@@ -102,11 +120,11 @@ async fn cpu_spent(run: &mut Run, limit: Duration) {
 
 impl Executor {
     /// Run a prepared request as `proc` to its end. Records the final state.
-    pub async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
+    pub(crate) async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
         let (state, code) = match self.run_inner(proc, prep).await {
             Ok(r) => r,
-            Err(msg) => {
-                proc.output.push(msg.as_bytes());
+            Err(e) => {
+                proc.output.push(e.to_string().as_bytes());
                 (ProcState::Failed, 127)
             }
         };
@@ -131,16 +149,11 @@ impl Executor {
         &self,
         proc: &Arc<Proc>,
         prep: &Prepared,
-    ) -> Result<(ProcState, i32), String> {
-        let (program, argv, envp, cwd) = prep.c_strings().map_err(|r| r.0)?;
-        let (rd, wr) = pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
-        let mut run = self
-            .containment
-            .run(prep.limits)
-            .map_err(|e| format!("cannot make the run's group: {e}"))?;
-        let join = run
-            .join()
-            .map_err(|e| format!("cannot open the run's group: {e}"))?;
+    ) -> Result<(ProcState, i32), RunError> {
+        let (program, argv, envp, cwd) = prep.c_strings()?;
+        let (rd, wr) = pipe().map_err(RunError::Pipe)?;
+        let mut run = self.containment.run(prep.limits).map_err(RunError::Group)?;
+        let join = run.join().map_err(RunError::Join)?;
         let job = Job {
             program,
             argv,
@@ -179,7 +192,7 @@ impl Executor {
                 .map_err(|e| {
                     let e = std::io::Error::from(e);
                     run.kill();
-                    self.abandon(&mut child, format!("cannot watch the process: {e}"))
+                    self.abandon(&mut child, RunError::Watch(e))
                 })?;
         // The output is pumped by this task, alongside every wait below (no
         // task of its own: the tool's exit and its pipe's end of file then
@@ -231,10 +244,10 @@ impl Executor {
             .flatten()
             .or_else(|| child.wait().ok());
         self.forget(child.pid());
-        let status = status.ok_or("cannot reap the process")?;
+        let status = status.ok_or(RunError::Reap)?;
         // A child that could not run its program (exit status 127) says why.
         if let Some(e) = child.setup_error() {
-            return Err(e.to_string());
+            return Err(RunError::Spawn(e));
         }
         if matches!(end, End::CpuSpent) {
             hits.push(LimitName::Cpu);
@@ -274,11 +287,11 @@ impl Executor {
     }
 
     /// Kill and reap a child we cannot watch; returns `msg`.
-    fn abandon(&self, child: &mut Child, msg: String) -> String {
+    fn abandon(&self, child: &mut Child, e: RunError) -> RunError {
         let _ = child.signal_group(libc::SIGKILL);
         let _ = child.wait();
         self.forget(child.pid());
-        msg
+        e
     }
 
     /// A tool was reaped and its group killed: stop tracking it.
@@ -350,7 +363,7 @@ async fn pump(rd: OwnedFd, proc: &Proc) {
                 proc.output.push_paced(&buf).await;
                 if n == buf.capacity() && n < PIPE_SIZE as usize {
                     if !grown {
-                        grow_pipe(&rx);
+                        grow_pipe(rx.get_ref().as_fd());
                         grown = true;
                     }
                     buf = Vec::with_capacity((n * 4).min(PIPE_SIZE as usize));
@@ -366,22 +379,7 @@ async fn read_some(rx: &AsyncFd<OwnedFd>, buf: &mut Vec<u8>) -> std::io::Result<
     loop {
         let mut guard = rx.readable().await?;
         let spare = buf.spare_capacity_mut();
-        let result = guard.try_io(|fd| {
-            // Safety: reads at most `spare.len()` bytes into memory `buf` owns
-            // and has reserved; nothing reads that memory before `set_len`.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    spare.as_mut_ptr().cast::<libc::c_void>(),
-                    spare.len(),
-                )
-            };
-            if n < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
+        let result = guard.try_io(|fd| sys::read(fd.get_ref().as_fd(), spare));
         match result {
             Ok(Ok(n)) => {
                 // Safety: the kernel initialised the first `n` spare bytes.

@@ -15,41 +15,41 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnSpec};
+use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnError, SpawnSpec};
 use toolsrv_sandbox::workdir::WorkDir;
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
 
 /// Everything a spawn needs, owned.
-pub struct Job {
+pub(crate) struct Job {
     /// Absolute program path.
-    pub program: CString,
+    pub(crate) program: CString,
     /// argv, `argv[0]` first.
-    pub argv: Vec<CString>,
+    pub(crate) argv: Vec<CString>,
     /// `NAME=value` strings.
-    pub envp: Vec<CString>,
+    pub(crate) envp: Vec<CString>,
     /// Working directory (for messages).
-    pub cwd: CString,
+    pub(crate) cwd: CString,
     /// The working directory, opened: the child `fchdir`s to it.
-    pub workdir: Arc<WorkDir>,
+    pub(crate) workdir: Arc<WorkDir>,
     /// Write end of the output pipe; closed in the parent right after the spawn.
-    pub output: OwnedFd,
+    pub(crate) output: OwnedFd,
     /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
-    pub confinement: Option<Arc<Confinement>>,
+    pub(crate) confinement: Option<Arc<Confinement>>,
     /// How the child joins its run's group and takes its limits.
-    pub join: toolsrv_sandbox::spawn::Join,
+    pub(crate) join: toolsrv_sandbox::spawn::Join,
 }
 
 /// Starts tools and keeps the books on them.
-pub struct Spawner {
+pub(crate) struct Spawner {
     tracked: Arc<Tracked>,
     watchdog: Option<Arc<Watchdog>>,
 }
 
 impl Spawner {
     /// A spawner recording into `tracked` and announcing to `watchdog`.
-    pub fn new(tracked: Arc<Tracked>, watchdog: Option<Arc<Watchdog>>) -> Spawner {
+    pub(crate) fn new(tracked: Arc<Tracked>, watchdog: Option<Arc<Watchdog>>) -> Spawner {
         if let Err(e) = toolsrv_sandbox::spawn::preopen() {
             tracing::warn!(error = %e, "cannot open /dev/null now; each spawn will try again");
         }
@@ -58,7 +58,7 @@ impl Spawner {
 
     /// Start `job` now, on this thread, without waiting for its `execve`. The
     /// pipe's write end is closed on return.
-    pub fn spawn(&self, job: Job) -> Result<Child, String> {
+    pub(crate) fn spawn(&self, job: Job) -> Result<Child, SpawnError> {
         let spec = SpawnSpec {
             program: &job.program,
             argv: &job.argv,
@@ -71,8 +71,7 @@ impl Spawner {
         };
         let child = self
             .tracked
-            .spawning(|| spawn_detached(&spec), Child::pid)
-            .map_err(|e| e.to_string())?;
+            .spawning(|| spawn_detached(&spec), Child::pid)?;
         if let Some(w) = &self.watchdog {
             w.track(child.pid());
         }

@@ -8,10 +8,11 @@ use toolsrv_protocol::Resolution;
 use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode};
 
 use crate::bypass::{Decision, ObserverCursor};
+use crate::namespace::rerror;
 use crate::server::Server;
 
 /// `bypass/pending`.
-pub struct PendingFile(pub Arc<Server>);
+pub(crate) struct PendingFile(pub(crate) Arc<Server>);
 
 impl File for PendingFile {
     fn open(&self, _m: OpenMode, conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
@@ -46,7 +47,7 @@ impl Handle for PendingHandle {
 }
 
 /// `bypass/resolve`.
-pub struct ResolveFile(pub Arc<Server>);
+pub(crate) struct ResolveFile(pub(crate) Arc<Server>);
 
 impl File for ResolveFile {
     fn open(&self, _m: OpenMode, conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
@@ -60,13 +61,13 @@ struct ResolveHandle(Arc<Server>);
 #[async_trait]
 impl Handle for ResolveHandle {
     async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
-        let r: Resolution = serde_json::from_slice(&data).map_err(|e| Error::new(e.to_string()))?;
+        let r: Resolution = serde_json::from_slice(&data).map_err(rerror)?;
         let decision = if r.approve {
             Decision::Approve
         } else {
             Decision::Reject(r.reason.clone().unwrap_or_else(|| "rejected".into()))
         };
-        self.0.broker.resolve(&r.id, decision).map_err(Error::new)?;
+        self.0.broker.resolve(&r.id, decision).map_err(rerror)?;
         tracing::info!(id = %r.id, approve = r.approve, "bypass request resolved");
         Ok(data.len() as u32)
     }

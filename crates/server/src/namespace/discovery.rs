@@ -4,14 +4,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
-use toolsrv_protocol::{validate_agent_id, validate_tool_name};
+use toolsrv_protocol::validate_agent_id;
 use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode};
 
 use crate::files::{Generated, Request};
+use crate::namespace::rerror;
+use crate::registry::apply_ctl;
 use crate::server::Server;
 
 /// `info`: `{"platform": GOOS, "arch": GOARCH}` with Go's names.
-pub fn info_file(
+pub(crate) fn info_file(
     server: &Arc<Server>,
 ) -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {
     let host = server.catalog.host();
@@ -35,12 +37,12 @@ fn agent_id(request: &[u8]) -> Result<String, Error> {
     let s = std::str::from_utf8(request).map_err(|_| Error::new("invalid agent ID"))?;
     let s = s.strip_suffix('\n').unwrap_or(s);
     let s = s.strip_suffix('\r').unwrap_or(s);
-    validate_agent_id(s).map_err(|e| Error::new(e.to_string()))?;
+    validate_agent_id(s).map_err(rerror)?;
     Ok(s.to_string())
 }
 
 /// `all`: every tool available on this host, discovered now.
-pub struct AllFile(pub Arc<Server>);
+pub(crate) struct AllFile(pub(crate) Arc<Server>);
 
 impl File for AllFile {
     fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
@@ -72,7 +74,7 @@ impl Handle for AllHandle {
 }
 
 /// `tools`: write an agent ID, read its loaded tools as ToolInfo JSON.
-pub struct ToolsRequest(pub Arc<Server>);
+pub(crate) struct ToolsRequest(pub(crate) Arc<Server>);
 
 #[async_trait]
 impl Request for ToolsRequest {
@@ -95,7 +97,7 @@ impl Request for ToolsRequest {
 }
 
 /// `tools_rev`: write an agent ID, read its registry revision.
-pub struct RevRequest(pub Arc<Server>);
+pub(crate) struct RevRequest(pub(crate) Arc<Server>);
 
 #[async_trait]
 impl Request for RevRequest {
@@ -111,7 +113,7 @@ impl Request for RevRequest {
 }
 
 /// `ctl`: `load <agent> <tool>` / `unload <agent> <tool>`, one per line.
-pub struct CtlFile(pub Arc<Server>);
+pub(crate) struct CtlFile(pub(crate) Arc<Server>);
 
 impl File for CtlFile {
     fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
@@ -134,43 +136,11 @@ impl Handle for CtlHandle {
                 if line.trim().is_empty() {
                     continue;
                 }
-                server.ctl(line)?;
+                apply_ctl(&server.registry, &server.catalog, line)?;
             }
             Ok::<(), Error>(())
         })
         .await??;
         Ok(n)
     }
-}
-
-/// Parse and apply one `ctl` command.
-pub fn apply_ctl(server: &Server, line: &str) -> Result<(), Error> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let (verb, agent, tool) = match words.as_slice() {
-        [verb @ ("load" | "unload"), agent, tool] => (*verb, *agent, *tool),
-        [verb @ ("load" | "unload"), ..] => {
-            return Err(Error::new(format!(
-                "usage: {verb} <agent> <tool>, got {line:?}"
-            )));
-        }
-        [other, ..] => return Err(Error::new(format!("unknown ctl command {other:?}"))),
-        [] => return Ok(()),
-    };
-    validate_agent_id(agent).map_err(|e| Error::new(e.to_string()))?;
-    validate_tool_name(tool).map_err(|e| Error::new(e.to_string()))?;
-    if verb == "load" {
-        let resolved = server
-            .catalog
-            .resolve(tool)
-            .map_err(|e| Error::new(e.to_string()))?;
-        let rev = server.registry.load(agent, resolved);
-        tracing::info!(agent, tool, rev, "tool loaded");
-    } else {
-        let rev = server
-            .registry
-            .unload(agent, tool)
-            .map_err(|e| Error::new(e.to_string()))?;
-        tracing::info!(agent, tool, rev, "tool unloaded");
-    }
-    Ok(())
 }

@@ -5,9 +5,9 @@
 //! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `tools_rev`.
 //! - [`procfs`]: `proc/list`, `proc/new`, `proc/new.bg`, `proc/{pid}/`.
 
-pub mod bypassfs;
-pub mod discovery;
-pub mod procfs;
+mod bypassfs;
+mod discovery;
+mod procfs;
 
 use std::sync::Arc;
 
@@ -17,8 +17,13 @@ use toolsrv_vfs::Node;
 use crate::files::WriteThenRead;
 use crate::server::Server;
 
+/// A server error as the `Rerror` a client reads: its text.
+pub(crate) fn rerror(e: impl std::error::Error) -> toolsrv_vfs::Error {
+    toolsrv_vfs::Error::new(e.to_string())
+}
+
 /// The whole tree.
-pub fn spec(server: &Arc<Server>) -> Node {
+pub(crate) fn spec(server: &Arc<Server>) -> Node {
     dir(
         "/",
         0o555,

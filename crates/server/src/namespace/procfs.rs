@@ -8,6 +8,7 @@ use toolsrv_vfs::tree::GENERATED_QID_BASE;
 use toolsrv_vfs::{ConnInfo, Dir, Error, File, Handle, Node, NodeKind, OpenMode};
 
 use crate::files::{slice_at, AfterAnswer, Request, Snapshot};
+use crate::namespace::rerror;
 use crate::procs::output::Cursor;
 use crate::procs::{OpenFile, Proc};
 use crate::server::Server;
@@ -17,7 +18,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, Error> {
 }
 
 /// `proc/list`: all processes, or one agent's (write its ID first).
-pub struct ListRequest(pub Arc<Server>);
+pub(crate) struct ListRequest(pub(crate) Arc<Server>);
 
 #[async_trait]
 impl Request for ListRequest {
@@ -32,7 +33,7 @@ impl Request for ListRequest {
         let filter = if agent.is_empty() {
             None
         } else {
-            toolsrv_protocol::validate_agent_id(agent).map_err(|e| Error::new(e.to_string()))?;
+            toolsrv_protocol::validate_agent_id(agent).map_err(rerror)?;
             Some(agent)
         };
         let stats: Vec<_> = self.0.procs.list(filter).iter().map(|p| p.stat()).collect();
@@ -45,11 +46,11 @@ impl Request for ListRequest {
 }
 
 /// `proc/new` (blocking ToolResult) and `proc/new.bg` (pid).
-pub struct NewRequest {
+pub(crate) struct NewRequest {
     /// The server.
-    pub server: Arc<Server>,
+    pub(crate) server: Arc<Server>,
     /// `new.bg`.
-    pub background: bool,
+    pub(crate) background: bool,
 }
 
 #[async_trait]
@@ -74,10 +75,7 @@ impl Request for NewRequest {
         cancel: CancellationToken,
     ) -> Result<(Vec<u8>, Option<AfterAnswer>), Error> {
         if self.background {
-            let pid = self
-                .server
-                .start_background(&request)
-                .map_err(|r| Error::new(r.0))?;
+            let pid = self.server.start_background(&request).map_err(rerror)?;
             Ok((pid.to_string().into_bytes(), None))
         } else {
             let (result, pid) = self.server.call_tracked(&request, cancel).await;
@@ -94,14 +92,14 @@ impl Request for NewRequest {
 }
 
 /// `proc/`: fixed files plus one directory per process.
-pub struct ProcDir {
+pub(crate) struct ProcDir {
     server: Arc<Server>,
     fixed: Vec<Node>,
 }
 
 impl ProcDir {
     /// The directory with its fixed files.
-    pub fn new(server: Arc<Server>, fixed: Vec<Node>) -> ProcDir {
+    pub(crate) fn new(server: Arc<Server>, fixed: Vec<Node>) -> ProcDir {
         ProcDir { server, fixed }
     }
 
@@ -282,10 +280,10 @@ impl CtlHandle {
             ["signal", sig] => {
                 let n = signal_number(sig)
                     .ok_or_else(|| Error::new(format!("unknown signal {sig:?}")))?;
-                self.proc.signal(n).map_err(Error::new)
+                self.proc.signal(n).map_err(rerror)
             }
-            ["kill"] => self.proc.signal(libc::SIGKILL).map_err(Error::new),
-            ["dismiss"] => self.server.procs.dismiss(self.proc.pid).map_err(Error::new),
+            ["kill"] => self.proc.signal(libc::SIGKILL).map_err(rerror),
+            ["dismiss"] => self.server.procs.dismiss(self.proc.pid).map_err(rerror),
             _ => Err(Error::new(format!(
                 "unknown process command {line:?}: want signal <N|NAME>, kill or dismiss"
             ))),
@@ -294,7 +292,7 @@ impl CtlHandle {
 }
 
 /// A signal by number (`15`), name (`TERM`) or full name (`SIGTERM`).
-pub fn signal_number(s: &str) -> Option<i32> {
+pub(crate) fn signal_number(s: &str) -> Option<i32> {
     if let Ok(n) = s.parse::<i32>() {
         return (1..=64).contains(&n).then_some(n);
     }

@@ -9,8 +9,8 @@
 //! `proc/new` fid clunked ([`ProcTable::release`]), or, when files of its
 //! `proc/<pid>/` are open then, once the last of them is closed.
 
-pub mod output;
-pub mod retention;
+pub(crate) mod output;
+mod retention;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
@@ -27,21 +27,21 @@ use retention::Table;
 
 /// What is fixed when a process is created.
 #[derive(Debug, Clone)]
-pub struct ProcSpec {
+pub(crate) struct ProcSpec {
     /// The tool name.
-    pub tool: String,
+    pub(crate) tool: String,
     /// The requesting agent.
-    pub agent: String,
+    pub(crate) agent: String,
     /// The session, if the request named one.
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Started through `proc/new.bg`.
-    pub background: bool,
+    pub(crate) background: bool,
     /// The command line, for display.
-    pub command: String,
+    pub(crate) command: String,
     /// The working directory.
-    pub cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// Whether Landlock confines it.
-    pub sandboxed: bool,
+    pub(crate) sandboxed: bool,
 }
 
 struct Mutable {
@@ -57,19 +57,18 @@ struct Mutable {
 }
 
 /// One process: a tool run, from request to dismissal.
-pub struct Proc {
+pub(crate) struct Proc {
     /// toolsrv's pid (never an OS pid).
-    pub pid: u64,
+    pub(crate) pid: u64,
     /// Fixed facts.
-    pub spec: ProcSpec,
-    sandboxed: AtomicBool,
+    pub(crate) spec: ProcSpec,
     started: SystemTime,
     started_at: Instant,
     m: Mutex<Mutable>,
     /// The tool's output.
-    pub output: Output,
+    pub(crate) output: Output,
     /// Fires to stop the process (cancel, timeout, shutdown): the executor kills the group.
-    pub stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
     /// Becomes true once the process has ended (state final).
     ended: watch::Sender<bool>,
     /// A signal sent through `ctl` before the tool started (awaiting approval).
@@ -88,7 +87,7 @@ pub struct Proc {
 }
 
 /// An open file of a process's `proc/<pid>/` directory (held by its handle).
-pub struct OpenFile(Arc<Proc>);
+pub(crate) struct OpenFile(Arc<Proc>);
 
 impl Drop for OpenFile {
     fn drop(&mut self) {
@@ -105,36 +104,21 @@ impl Proc {
         self.m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The current state.
-    pub fn state(&self) -> ProcState {
-        self.lock().state
-    }
-
     /// Set a non-final state (`running` after approval, for example).
-    pub fn set_state(&self, state: ProcState) {
+    pub(crate) fn set_state(&self, state: ProcState) {
         self.lock().state = state;
-    }
-
-    /// Mark it unsandboxed (an approved bypass run).
-    pub fn set_sandboxed(&self, v: bool) {
-        self.sandboxed.store(v, Ordering::Relaxed);
     }
 
     /// Record the OS pid of the tool just spawned; returns a signal that was
     /// asked for before it existed, to be delivered now.
-    pub fn started(&self, pid: i32) -> Option<i32> {
+    pub(crate) fn started(&self, pid: i32) -> Option<i32> {
         let mut m = self.lock();
         m.os_pid = Some(pid);
         m.pending_signal.take()
     }
 
-    /// The OS pid (process group) while running.
-    pub fn os_pid(&self) -> Option<i32> {
-        self.lock().os_pid
-    }
-
     /// Record the end: final state and exit code. Only the first call counts.
-    pub fn finish(&self, state: ProcState, exit_code: i32) {
+    pub(crate) fn finish(&self, state: ProcState, exit_code: i32) {
         {
             let mut m = self.lock();
             if m.ended.is_some() {
@@ -163,7 +147,7 @@ impl Proc {
     }
 
     /// Note a file of `proc/<pid>/` opened; it counts until the guard drops.
-    pub fn open_file(self: &Arc<Self>) -> OpenFile {
+    pub(crate) fn open_file(self: &Arc<Self>) -> OpenFile {
         self.open_files.fetch_add(1, Ordering::AcqRel);
         OpenFile(self.clone())
     }
@@ -180,46 +164,46 @@ impl Proc {
     }
 
     /// Record the limits the run reached (before [`Proc::finish`]).
-    pub fn set_limits_reached(&self, lines: Vec<String>) {
+    pub(crate) fn set_limits_reached(&self, lines: Vec<String>) {
         self.lock().limits_reached = lines;
     }
 
     /// The `[toolsrv: limit reached: ...]` lines of the run (empty when none).
-    pub fn limits_reached(&self) -> Vec<String> {
+    pub(crate) fn limits_reached(&self) -> Vec<String> {
         self.lock().limits_reached.clone()
     }
 
     /// Whether it has ended.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.lock().ended.is_some()
     }
 
     /// The state and exit code now (cheaper than [`Proc::stat`]).
-    pub fn outcome(&self) -> (ProcState, Option<i32>) {
+    pub(crate) fn outcome(&self) -> (ProcState, Option<i32>) {
         let m = self.lock();
         (m.state, m.exit_code)
     }
 
     /// When it ended, if it has.
-    pub fn ended_at(&self) -> Option<Instant> {
+    pub(crate) fn ended_at(&self) -> Option<Instant> {
         self.lock().ended.map(|e| e.1)
     }
 
     /// Wait until it has ended; returns the exit code.
-    pub async fn wait(&self) -> i32 {
+    pub(crate) async fn wait(&self) -> i32 {
         let mut rx = self.ended.subscribe();
         let _ = rx.wait_for(|e| *e).await;
         self.lock().exit_code.unwrap_or(-1)
     }
 
     /// The signal sent through `ctl` while awaiting approval, if any.
-    pub fn stop_signal(&self) -> Option<i32> {
+    pub(crate) fn stop_signal(&self) -> Option<i32> {
         Some(self.stop_signal.load(Ordering::Relaxed)).filter(|s| *s != 0)
     }
 
     /// Send `sig` to the tool's process group, if it runs. A process still
     /// awaiting approval is stopped before it starts (its request withdrawn).
-    pub fn signal(&self, sig: i32) -> Result<(), String> {
+    pub(crate) fn signal(&self, sig: i32) -> Result<(), ProcError> {
         let pgid = {
             let mut m = self.lock();
             match (m.state, m.os_pid) {
@@ -235,22 +219,19 @@ impl Proc {
                     m.pending_signal = Some(sig);
                     return Ok(());
                 }
-                _ => return Err(format!("process {} is not running", self.pid)),
+                _ => return Err(ProcError::NotRunning(self.pid)),
             }
         };
-        // Safety: kill(2) with a negative pid signals that process group; no memory involved.
-        let r = unsafe { libc::kill(-pgid, sig) };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = crate::sys::kill(-pgid, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(format!("cannot signal process {}: {e}", self.pid));
+                return Err(ProcError::Signal(self.pid, e));
             }
         }
         Ok(())
     }
 
     /// The ProcStat JSON object of CONTRACT §7.
-    pub fn stat(&self) -> ProcStat {
+    pub(crate) fn stat(&self) -> ProcStat {
         let m = self.lock();
         let runtime = match m.ended {
             Some((_, at)) => at.duration_since(self.started_at),
@@ -269,7 +250,7 @@ impl Proc {
             runtime_ms: runtime.as_millis() as u64,
             command: self.spec.command.clone(),
             cwd: self.spec.cwd.display().to_string(),
-            sandboxed: self.sandboxed.load(Ordering::Relaxed),
+            sandboxed: self.spec.sandboxed,
         }
     }
 }
@@ -278,9 +259,26 @@ fn lock_table(t: &Mutex<Table>) -> std::sync::MutexGuard<'_, Table> {
     t.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Why a `ctl` command on a process failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProcError {
+    /// A signal for a process that has ended.
+    #[error("process {0} is not running")]
+    NotRunning(u64),
+    /// kill(2) failed.
+    #[error("cannot signal process {0}: {1}")]
+    Signal(u64, #[source] std::io::Error),
+    /// No such process.
+    #[error("unknown process {0}")]
+    Unknown(u64),
+    /// `dismiss` of a process still running.
+    #[error("process {0} is still running")]
+    StillRunning(u64),
+}
+
 /// Why a process was not created.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum CreateError {
+pub(crate) enum CreateError {
     /// The agent has as many background processes running as allowed.
     #[error("agent {agent:?} already has {limit} background processes running (the limit); wait for one to end or kill one")]
     TooManyBackground {
@@ -292,7 +290,7 @@ pub enum CreateError {
 }
 
 /// Every process of this server run.
-pub struct ProcTable {
+pub(crate) struct ProcTable {
     next: AtomicU64,
     procs: Arc<Mutex<Table>>,
     max_output: u64,
@@ -301,7 +299,7 @@ pub struct ProcTable {
 impl ProcTable {
     /// An empty table; each process keeps at most `max_output` bytes of output,
     /// finished processes are bounded by `retention`.
-    pub fn new(max_output: u64, retention: Retention) -> ProcTable {
+    pub(crate) fn new(max_output: u64, retention: Retention) -> ProcTable {
         ProcTable {
             next: AtomicU64::new(1),
             procs: Arc::new(Mutex::new(Table::new(retention, max_output))),
@@ -317,7 +315,7 @@ impl ProcTable {
     /// child of `parent` when given (a synchronous request's cancellation).
     /// A background process is refused when its agent has as many running
     /// as [`Retention::max_background_per_agent`].
-    pub fn create(
+    pub(crate) fn create(
         &self,
         spec: ProcSpec,
         state: ProcState,
@@ -342,7 +340,6 @@ impl ProcTable {
         let pid = self.next.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(Proc {
             pid,
-            sandboxed: AtomicBool::new(spec.sandboxed),
             spec,
             started: SystemTime::now(),
             started_at: Instant::now(),
@@ -370,7 +367,7 @@ impl ProcTable {
 
     /// A synchronous call's result was read and its fid clunked: dismiss it
     /// now, or when the last open file of its `proc/<pid>/` closes.
-    pub fn release(&self, pid: u64) {
+    pub(crate) fn release(&self, pid: u64) {
         let Some(p) = self.get(pid) else {
             return;
         };
@@ -381,18 +378,13 @@ impl ProcTable {
         p.dismiss_released();
     }
 
-    /// Finished processes kept, and the output bytes they retain.
-    pub fn finished_totals(&self) -> (usize, u64) {
-        self.lock().finished_totals()
-    }
-
     /// One process.
-    pub fn get(&self, pid: u64) -> Option<Arc<Proc>> {
+    pub(crate) fn get(&self, pid: u64) -> Option<Arc<Proc>> {
         self.lock().map.get(&pid).cloned()
     }
 
     /// All processes (or one agent's), by pid.
-    pub fn list(&self, agent: Option<&str>) -> Vec<Arc<Proc>> {
+    pub(crate) fn list(&self, agent: Option<&str>) -> Vec<Arc<Proc>> {
         self.lock()
             .map
             .values()
@@ -402,11 +394,11 @@ impl ProcTable {
     }
 
     /// Remove a finished process.
-    pub fn dismiss(&self, pid: u64) -> Result<(), String> {
+    pub(crate) fn dismiss(&self, pid: u64) -> Result<(), ProcError> {
         let mut g = self.lock();
         match g.map.get(&pid) {
-            None => Err(format!("unknown process {pid}")),
-            Some(p) if !p.is_finished() => Err(format!("process {pid} is still running")),
+            None => Err(ProcError::Unknown(pid)),
+            Some(p) if !p.is_finished() => Err(ProcError::StillRunning(pid)),
             Some(_) => {
                 g.remove(pid);
                 Ok(())
@@ -415,7 +407,7 @@ impl ProcTable {
     }
 
     /// Dismiss processes that ended more than `age` ago; returns how many.
-    pub fn collect_garbage(&self, age: Duration) -> usize {
+    pub(crate) fn collect_garbage(&self, age: Duration) -> usize {
         let mut g = self.lock();
         let old: Vec<u64> = g
             .map
@@ -430,7 +422,7 @@ impl ProcTable {
     }
 
     /// Number of processes not yet finished.
-    pub fn active(&self) -> usize {
+    pub(crate) fn active(&self) -> usize {
         self.lock()
             .map
             .values()
@@ -439,7 +431,7 @@ impl ProcTable {
     }
 
     /// Stop every process (shutdown).
-    pub fn stop_all(&self) {
+    pub(crate) fn stop_all(&self) {
         for p in self.lock().map.values() {
             p.stop.cancel();
         }

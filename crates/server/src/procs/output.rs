@@ -20,7 +20,7 @@ struct Follower {
 }
 
 /// The marker that stands where bytes were dropped.
-pub fn omitted_marker(n: u64) -> String {
+pub(crate) fn omitted_marker(n: u64) -> String {
     format!("\n[toolsrv: {n} bytes omitted]\n")
 }
 
@@ -41,7 +41,7 @@ impl Buf {
 }
 
 /// Output of one process.
-pub struct Output {
+pub(crate) struct Output {
     buf: Mutex<Buf>,
     /// (bytes written so far, finished): readers wait on changes.
     progress: watch::Sender<(u64, bool)>,
@@ -56,14 +56,14 @@ pub struct Output {
 /// Where one reader is: the offset it asked for last (in what it was shown) and
 /// the matching position in the stream (they differ once a marker was shown).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     shown: u64,
     stream: u64,
 }
 
 impl Output {
     /// An empty output holding at most `limit` bytes.
-    pub fn new(limit: u64) -> Output {
+    pub(crate) fn new(limit: u64) -> Output {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX).max(2);
         let head_cap = limit / 2;
         Output {
@@ -82,7 +82,7 @@ impl Output {
     }
 
     /// Register a live reader; the tool is paced while it keeps reading.
-    pub fn follow(&self) -> u64 {
+    pub(crate) fn follow(&self) -> u64 {
         let id = self.next_follower.fetch_add(1, Ordering::Relaxed);
         self.followers
             .lock()
@@ -98,7 +98,7 @@ impl Output {
     }
 
     /// The reader `id` is gone.
-    pub fn unfollow(&self, id: u64) {
+    pub(crate) fn unfollow(&self, id: u64) {
         self.followers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -140,7 +140,7 @@ impl Output {
     /// Append bytes, first waiting (a bounded time) while a live follower would
     /// otherwise lose some: a follower that keeps reading gets every byte, and one
     /// that stalls stops holding the tool back after a while.
-    pub async fn push_paced(&self, data: &[u8]) {
+    pub(crate) async fn push_paced(&self, data: &[u8]) {
         while self.would_outrun(data.len()) {
             let notified = self.followed.notified();
             if !self.would_outrun(data.len()) {
@@ -156,7 +156,7 @@ impl Output {
     }
 
     /// Append bytes the tool wrote.
-    pub fn push(&self, mut data: &[u8]) {
+    pub(crate) fn push(&self, mut data: &[u8]) {
         let total = {
             let mut b = self.lock();
             b.total += data.len() as u64;
@@ -179,7 +179,7 @@ impl Output {
     }
 
     /// No more bytes will come: what is retained is trimmed to its size.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         {
             let mut b = self.lock();
             b.head.shrink_to_fit();
@@ -189,18 +189,13 @@ impl Output {
     }
 
     /// The bytes retained now (the first and last parts kept).
-    pub fn retained(&self) -> u64 {
+    pub(crate) fn retained(&self) -> u64 {
         let b = self.lock();
         (b.head.len() + b.tail.len()) as u64
     }
 
-    /// Whether the output is finished.
-    pub fn finished(&self) -> bool {
-        self.progress.borrow().1
-    }
-
     /// The whole retained output, with the marker where bytes were dropped.
-    pub fn snapshot(&self) -> Vec<u8> {
+    pub(crate) fn snapshot(&self) -> Vec<u8> {
         let b = self.lock();
         let omitted = b.tail_start() - b.head.len() as u64;
         let mut out = Vec::with_capacity(b.head.len() + b.tail.len() + 40);
@@ -241,7 +236,7 @@ impl Output {
     }
 
     /// [`Output::read`] for the registered follower `id`.
-    pub async fn read_following(
+    pub(crate) async fn read_following(
         &self,
         id: u64,
         cursor: &mut Cursor,
@@ -257,7 +252,7 @@ impl Output {
 
     /// Read at `offset` for a reader at `cursor`: returns new bytes, waiting while
     /// the process runs and nothing new has come; empty once it ended.
-    pub async fn read(&self, cursor: &mut Cursor, offset: u64, count: u32) -> Vec<u8> {
+    pub(crate) async fn read(&self, cursor: &mut Cursor, offset: u64, count: u32) -> Vec<u8> {
         if offset != cursor.shown {
             // A rewind (or a jump): restart from the beginning, then skip forward.
             *cursor = Cursor::default();

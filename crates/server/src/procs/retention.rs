@@ -10,7 +10,7 @@ use super::Proc;
 
 /// What a finished process's entry costs beside its output (the entry, its
 /// strings, its channels), counted against [`Retention::max_output_bytes`].
-pub const ENTRY_OVERHEAD: u64 = 2048;
+pub(crate) const ENTRY_OVERHEAD: u64 = 2048;
 
 /// Bounds on what finished processes keep.
 #[derive(Debug, Clone, Copy)]
@@ -104,10 +104,5 @@ impl Table {
             self.ended_bytes -= p.retained.load(Ordering::Acquire);
         }
         Some(p)
-    }
-
-    /// Finished processes kept, and the output bytes they retain.
-    pub(crate) fn finished_totals(&self) -> (usize, u64) {
-        (self.ended_live, self.ended_bytes)
     }
 }

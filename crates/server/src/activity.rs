@@ -1,0 +1,73 @@
+//! [`Activity`]: open connections and when the server was last busy, for the
+//! idle monitor.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Open connections and the last moment the server was busy.
+#[derive(Clone)]
+pub(crate) struct Activity(Arc<ActivityInner>);
+
+struct ActivityInner {
+    open: AtomicUsize,
+    ever: AtomicBool,
+    started: Instant,
+    last_busy: Mutex<Instant>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity(Arc::new(ActivityInner {
+            open: AtomicUsize::new(0),
+            ever: AtomicBool::new(false),
+            started: Instant::now(),
+            last_busy: Mutex::new(Instant::now()),
+        }))
+    }
+}
+
+/// Held while a connection is open.
+pub(crate) struct ConnectionGuard(Activity);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0 .0.open.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+impl Activity {
+    /// A connection opened; dropping the guard marks its close.
+    pub(crate) fn connection(&self) -> ConnectionGuard {
+        self.0.open.fetch_add(1, Ordering::Relaxed);
+        self.0.ever.store(true, Ordering::Relaxed);
+        self.touch();
+        ConnectionGuard(self.clone())
+    }
+
+    pub(crate) fn touch(&self) {
+        *self.0.last_busy.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Number of open connections.
+    pub(crate) fn open_connections(&self) -> usize {
+        self.0.open.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn ever_connected(&self) -> bool {
+        self.0.ever.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn since_start(&self) -> Duration {
+        self.0.started.elapsed()
+    }
+
+    pub(crate) fn since_busy(&self) -> Duration {
+        self.0
+            .last_busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+    }
+}

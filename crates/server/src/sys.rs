@@ -1,0 +1,253 @@
+//! The server's system calls: one small typed wrapper per call.
+//!
+//! A wrapper that takes integers, descriptors it borrows, or references is a
+//! safe function: its one `unsafe` block and note stand here, once. The two
+//! that cannot be made safe (`fork` of a process that may hold locks, and
+//! what the watchdog's child does before it exits) are `unsafe fn`s with a
+//! Safety section saying what the caller must guarantee.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// `Ok(())` when a libc call returned 0, else the errno as an error.
+fn zero_or_errno(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `pipe2(O_CLOEXEC)`: a new pipe, read end first.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // Safety: pipe2 writes two descriptors into the array we own.
+    zero_or_errno(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // Safety: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `fcntl(F_SETFL, O_NONBLOCK)`: sets the descriptor's status flags to
+/// non-blocking alone (for a new pipe, whose other status flags are clear).
+pub(crate) fn set_status_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // Safety: fcntl with integer arguments on a descriptor the caller keeps open.
+    zero_or_errno(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) })
+}
+
+/// `fcntl(F_SETPIPE_SZ, size)`: grows the pipe behind `fd`.
+pub(crate) fn set_pipe_size(fd: BorrowedFd<'_>, size: i32) -> io::Result<()> {
+    // Safety: fcntl with integer arguments on a descriptor the caller keeps open.
+    let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `fcntl(F_SETFD, FD_CLOEXEC)`.
+pub(crate) fn set_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // Safety: fcntl with integer arguments on a descriptor the caller keeps open.
+    let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `read(fd, buf)` into memory that need not be initialised: how many bytes
+/// were read (now initialised at the start of `buf`).
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    // Safety: the kernel writes at most `buf.len()` bytes into `buf`, which
+    // we borrow mutably for the call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// `fstat(fd)`'s file type bits: whether `fd` is a socket (an error such as
+/// EBADF when `fd` is not open).
+pub(crate) fn is_socket(fd: RawFd) -> io::Result<bool> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // Safety: fstat writes a `stat` into memory we own; the descriptor is
+    // only a number to the kernel here.
+    zero_or_errno(unsafe { libc::fstat(fd, st.as_mut_ptr()) })?;
+    // Safety: fstat succeeded, so the structure is initialised.
+    let st = unsafe { st.assume_init() };
+    Ok(st.st_mode & libc::S_IFMT == libc::S_IFSOCK)
+}
+
+/// `setsockopt(SOL_SOCKET, SO_SNDBUF, bytes)`.
+pub(crate) fn set_send_buffer(fd: BorrowedFd<'_>, bytes: i32) -> io::Result<()> {
+    let size: libc::c_int = bytes;
+    // Safety: setsockopt reads `size`, an int we own, for its length.
+    zero_or_errno(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+}
+
+/// `umask(mask)`: the previous mask.
+pub(crate) fn umask(mask: libc::mode_t) -> libc::mode_t {
+    // Safety: umask only swaps the process's file-creation mask.
+    unsafe { libc::umask(mask) }
+}
+
+/// `getuid()`.
+pub(crate) fn getuid() -> u32 {
+    // Safety: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// `kill(pid, sig)` (a negative `pid` is a process group).
+pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // Safety: kill with integer arguments; no memory involved.
+    zero_or_errno(unsafe { libc::kill(pid, sig) })
+}
+
+/// `waitpid(pid, WNOHANG)`: whether the child `pid` was reaped.
+pub(crate) fn reap_if_exited(pid: i32) -> bool {
+    let mut status = 0;
+    // Safety: waitpid writes the status into an int we own.
+    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`.
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
+    // Safety: prctl with integer arguments only.
+    zero_or_errno(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+}
+
+/// `prctl(PR_SET_NAME, name)`: this thread's name (at most 15 bytes show).
+pub(crate) fn set_thread_name(name: &std::ffi::CStr) -> io::Result<()> {
+    // Safety: the kernel reads the NUL-terminated string `name` refers to.
+    zero_or_errno(unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) })
+}
+
+/// `signal(sig, SIG_IGN)`.
+pub(crate) fn ignore_signal(sig: i32) -> io::Result<()> {
+    // Safety: installs SIG_IGN, which runs no code of ours.
+    if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `setpgid(0, 0)`: this process leads a group of its own.
+pub(crate) fn new_process_group() -> io::Result<()> {
+    // Safety: setpgid with integer arguments only.
+    zero_or_errno(unsafe { libc::setpgid(0, 0) })
+}
+
+/// `getrlimit(RLIMIT_NOFILE)`: (soft, hard).
+pub(crate) fn nofile_limit() -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // Safety: getrlimit writes the struct we own.
+    zero_or_errno(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// `setrlimit(RLIMIT_NOFILE, soft, hard)`.
+pub(crate) fn set_nofile_limit(soft: u64, hard: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // Safety: setrlimit reads the struct we own.
+    zero_or_errno(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })
+}
+
+/// `mmap(MAP_SHARED | MAP_ANONYMOUS)` of `len` zeroed bytes, readable and
+/// writable, shared with children forked later; never unmapped.
+pub(crate) fn map_shared_zeroed(len: usize) -> io::Result<*mut u8> {
+    // Safety: a fresh anonymous mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// What [`fork`] returned in this process.
+pub(crate) enum Forked {
+    /// The new process.
+    Child,
+    /// This process (the child has its own pid).
+    Parent,
+}
+
+/// `fork()`.
+///
+/// # Safety
+/// The process is single-threaded: a fork of a multi-threaded process gives
+/// the child copies of locks other threads may hold.
+pub(crate) unsafe fn fork() -> io::Result<Forked> {
+    // Safety: the caller guarantees the process is single-threaded.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        _ => Ok(Forked::Parent),
+    }
+}
+
+/// `dup2(fd, to)`, taking `fd`'s place: what was `fd` is now `to` alone.
+///
+/// # Safety
+/// Nothing else in this process owns descriptor `to`.
+pub(crate) unsafe fn move_fd(fd: OwnedFd, to: RawFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() == to {
+        return Ok(fd);
+    }
+    // Safety: `fd` is ours; `to` is owned by nobody (the caller's promise), so
+    // replacing it closes nothing another owner uses.
+    if unsafe { libc::dup2(fd.as_raw_fd(), to) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: `to` is now a copy of `fd`, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(to) })
+}
+
+/// `close_range(first, ~0, 0)`: closes every descriptor from `first` on.
+///
+/// # Safety
+/// No live owner (an `OwnedFd`, a `File`, the runtime) holds a descriptor
+/// from `first` on, or none uses it again.
+pub(crate) unsafe fn close_from(first: u32) -> io::Result<()> {
+    // Safety: the caller vouches that no descriptor closed here is used again.
+    zero_or_errno(unsafe { libc::close_range(first, u32::MAX, 0) })
+}
+
+/// `close(fd)` of a raw descriptor.
+///
+/// # Safety
+/// No owner uses `fd` again.
+pub(crate) unsafe fn close(fd: RawFd) {
+    // Safety: the caller vouches that nothing uses `fd` again.
+    unsafe { libc::close(fd) };
+}
+
+/// `_exit(code)`: ends the process without running exit handlers or destructors.
+pub(crate) fn exit_now(code: i32) -> ! {
+    // Safety: _exit only ends the process; nothing of ours runs after it.
+    unsafe { libc::_exit(code) }
+}
