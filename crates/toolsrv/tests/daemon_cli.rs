@@ -568,6 +568,12 @@ fn serve_help_lists_only_serve_flags() {
         .expect("run");
     assert!(out.status.success(), "{out:?}");
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(help.contains("--listen") && help.contains("--secret-file"), "{help}");
-    assert!(!help.contains("--json") && !help.contains("--socket "), "{help}");
+    assert!(
+        help.contains("--listen") && help.contains("--secret-file"),
+        "{help}"
+    );
+    assert!(
+        !help.contains("--json") && !help.contains("--socket "),
+        "{help}"
+    );
 }
