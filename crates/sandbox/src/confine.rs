@@ -10,6 +10,7 @@ mod abi;
 mod access;
 pub mod caps;
 mod seccomp;
+mod thread;
 
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -23,6 +24,7 @@ use landlock::{
 pub use abi::landlock_abi;
 use abi::Feature;
 pub use seccomp::SeccompError;
+pub use thread::{confine_this_thread, thread_is_confined};
 
 use crate::open::{identify, open_no_symlinks};
 use crate::rules::ResolvedRules;
@@ -77,6 +79,8 @@ pub enum ConfineError {
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
     seccomp: Option<Vec<libc::sock_filter>>,
+    /// Whether `seccomp` is the program every confined run shares.
+    shared_filter: bool,
     caps: Option<caps::Caps>,
     unenforced: Vec<String>,
     abi: i32,
@@ -136,10 +140,12 @@ impl Confinement {
             None
         };
         let seccomp = Some(seccomp::program(&rules.network)?);
+        let shared_filter = rules.network == thread::shared_network();
         let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
         Ok(Confinement {
             ruleset,
             seccomp,
+            shared_filter,
             caps,
             unenforced,
             abi: abi_num,
@@ -169,8 +175,12 @@ impl Confinement {
         self.caps
     }
 
-    /// The seccomp program, if any.
+    /// The seccomp program the child attaches: none when it is the shared one
+    /// and the spawning thread already carries it ([`confine_this_thread`]).
     pub(crate) fn seccomp_program(&self) -> Option<&[libc::sock_filter]> {
+        if self.shared_filter && thread_is_confined() {
+            return None;
+        }
         self.seccomp.as_deref()
     }
 }

@@ -426,6 +426,31 @@ fn approved_bypass_writes_where_the_policy_forbids_and_is_unsandboxed() {
     assert_eq!(st["exit_code"], 0, "{st}");
 }
 
+/// An approved bypass run is not under the seccomp filter of confined runs,
+/// even after a confined run made the server's worker thread carry it (the
+/// filter is inherited from the spawning thread): System V IPC, refused in a
+/// sandboxed call, works in the approved run.
+#[test]
+fn an_approved_bypass_run_is_not_under_the_confined_runs_seccomp_filter() {
+    let (_srv, mut a) = session(&[]);
+    let key = "0x7a11d0c5";
+    let cmd = format!(
+        "perl -e 'use IPC::SysV qw(IPC_CREAT IPC_PRIVATE); my $id = shmget({key}, 4096, IPC_CREAT | 0600); if (defined $id) {{ shmctl($id, 0, 0); print \"made\\n\" }} else {{ print \"refused: $!\\n\" }}'"
+    );
+    let (_, text) = result_text(&call(&mut a, &shell(&cmd, &[])));
+    assert!(
+        text.contains("refused"),
+        "a sandboxed run made a segment: {text}"
+    );
+    let mut o = _srv.attached();
+    open_pending(&mut o, 1);
+    let tag = start_call(&mut a, 70, &bypass(&cmd, &[]));
+    let req = next_request(&mut o, 1);
+    approve(&mut o, &id_of(&req));
+    let (is_error, text) = result_text(&finish_call(&mut a, tag));
+    assert!(!is_error && text.contains("made"), "{text}");
+}
+
 #[test]
 fn rejected_bypass_is_an_error_result_with_state_rejected_and_exit_126() {
     let (srv, mut a) = session(&[]);

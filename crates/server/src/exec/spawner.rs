@@ -9,6 +9,12 @@
 //! up, and a setup failure is learnt when the child is reaped. A hop to a
 //! dedicated spawner thread cost more (two cross-thread wake-ups per call,
 //! measured in `toolsrv-bench call-rtt`).
+//!
+//! The seccomp filter every confined run shares is attached once to each
+//! worker thread that starts a confined tool (`confine_this_thread`), and the
+//! children inherit it. An unconfined tool (an approved bypass run) must not:
+//! when the current thread carries the filter, it is started by the
+//! [`unconfined`] thread instead, which never does.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -53,12 +59,33 @@ impl Spawner {
         if let Err(e) = toolsrv_sandbox::spawn::preopen() {
             tracing::warn!(error = %e, "cannot open /dev/null now; each spawn will try again");
         }
+        // Before any thread carries the filter: a thread inherits its
+        // creator's seccomp filter.
+        unconfined::start();
         Spawner { tracked, watchdog }
     }
 
     /// Start `job` now, on this thread, without waiting for its `execve`. The
     /// pipe's write end is closed on return.
     pub(crate) fn spawn(&self, job: Job) -> Result<Child, SpawnError> {
+        use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
+        if job.confinement.is_some() {
+            if let Err(e) = confine_this_thread() {
+                // The child attaches the filter itself then, as before.
+                tracing::warn!(error = %e, "cannot attach the shared seccomp filter to this thread");
+            }
+        } else if thread_is_confined() {
+            let this = Spawner {
+                tracked: self.tracked.clone(),
+                watchdog: self.watchdog.clone(),
+            };
+            return unconfined::spawn(move || this.spawn_here(job));
+        }
+        self.spawn_here(job)
+    }
+
+    /// Start `job` on this thread.
+    fn spawn_here(&self, job: Job) -> Result<Child, SpawnError> {
         let spec = SpawnSpec {
             program: &job.program,
             argv: &job.argv,
@@ -76,5 +103,61 @@ impl Spawner {
             w.track(child.pid());
         }
         Ok(child)
+    }
+}
+
+/// The thread that starts unconfined tools once worker threads carry the
+/// confined runs' seccomp filter. It lives as long as the server (the
+/// parent-death signal of what it starts is tied to it).
+mod unconfined {
+    use std::sync::mpsc;
+    use std::sync::{Mutex, OnceLock};
+
+    use toolsrv_sandbox::spawn::{Child, SpawnError};
+
+    type Work = Box<dyn FnOnce() -> Result<Child, SpawnError> + Send>;
+    type Queue = Mutex<mpsc::Sender<(Work, mpsc::SyncSender<Result<Child, SpawnError>>)>>;
+
+    static QUEUE: OnceLock<Queue> = OnceLock::new();
+
+    /// Starts the thread (once). Call it before any thread of the server
+    /// carries the filter: a new thread inherits its creator's.
+    pub(super) fn start() {
+        queue();
+    }
+
+    fn queue() -> &'static Queue {
+        QUEUE.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<(Work, mpsc::SyncSender<Result<Child, SpawnError>>)>();
+            let started = std::thread::Builder::new()
+                .name("toolsrv-unconfined".into())
+                .spawn(move || {
+                    for (work, reply) in rx {
+                        let _ = reply.send(work());
+                    }
+                });
+            if let Err(e) = started {
+                tracing::error!(error = %e, "cannot start the thread for unconfined tools");
+            }
+            Mutex::new(tx)
+        })
+    }
+
+    /// Runs `work` on the unconfined thread and waits for its result.
+    pub(super) fn spawn(
+        work: impl FnOnce() -> Result<Child, SpawnError> + Send + 'static,
+    ) -> Result<Child, SpawnError> {
+        let queue = queue();
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        let gone = || SpawnError::Prepare {
+            step: "unconfined spawner thread",
+            source: std::io::Error::from_raw_os_error(libc::ECHILD),
+        };
+        queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send((Box::new(work), reply_tx))
+            .map_err(|_| gone())?;
+        reply_rx.recv().map_err(|_| gone())?
     }
 }
