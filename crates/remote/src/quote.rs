@@ -5,19 +5,9 @@
 use crate::error::RemoteError;
 use std::path::Path;
 
-/// `s` as one single-quoted word.
+/// `s` as one single-quoted word (the tool templates' quoting, shared).
 pub fn sh(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        if c == '\'' {
-            out.push_str("'\\''");
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
+    toolsrv_metadata::quote::single_quote(s)
 }
 
 /// A path as one quoted word; paths that are not UTF-8 or hold a newline

@@ -14,17 +14,10 @@ use crate::output::{for_terminal, is_stdout_closed, json_for_terminal, outln, wr
 /// (`toolsrv ps | head -1`) ends it quietly with exit 0: its reader has all it
 /// wanted.
 pub fn main(global: &Global, cmd: Command) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("toolsrv: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+    let Some(outcome) = crate::runtime::block_on(run(global, cmd)) else {
+        return ExitCode::from(1);
     };
-    match rt.block_on(run(global, cmd)) {
+    match outcome {
         Ok(code) => code,
         Err(e) if is_stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {

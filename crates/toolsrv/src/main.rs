@@ -23,6 +23,7 @@ mod output;
 mod paths;
 mod proc_cmd;
 mod remote_cmd;
+mod runtime;
 mod serve;
 mod stream;
 

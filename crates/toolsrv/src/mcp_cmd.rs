@@ -17,17 +17,10 @@ const TOKEN_ENV: &str = "TOOLSRV_MCP_TOKEN";
 
 pub fn main(global: &Global, args: McpArgs) -> ExitCode {
     init_logging();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("toolsrv: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+    let Some(outcome) = crate::runtime::block_on(run(global, args)) else {
+        return ExitCode::from(1);
     };
-    match rt.block_on(run(global, args)) {
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             use std::io::Write;
