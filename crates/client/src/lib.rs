@@ -24,6 +24,7 @@
 
 pub mod address;
 mod alloc;
+mod auth;
 mod client;
 mod conn;
 mod error;
@@ -36,7 +37,8 @@ mod session;
 mod tools;
 
 pub use address::{Address, AddressError, SshAddress};
-pub use client::{Auth, Client};
+pub use auth::Auth;
+pub use client::Client;
 pub use error::ClientError;
 pub use file::RemoteFile;
 pub use secret::resolve_secret;

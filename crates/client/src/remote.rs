@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::address::{Address, SshAddress};
-use crate::client::{Auth, Client};
+use crate::auth::Auth;
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::secret;
 

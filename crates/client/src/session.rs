@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use toolsrv_wire::NOFID;
 
-use crate::client::{attach, authenticate, Auth};
+use crate::auth::{attach, authenticate, Auth};
 use crate::conn::Conn;
 use crate::error::ClientError;
 
