@@ -179,26 +179,34 @@ fn running_escapees(srv: &Server, c: &mut Raw, prefix: &str) -> Vec<i32> {
     escapee_pids(&dir_of(srv), prefix)
 }
 
-#[test]
-fn descendants_die_when_the_server_is_terminated() {
+/// Escapees of a running background call are dead within [`SERVER_END`] of
+/// the server getting `sig` and exiting.
+fn escapees_die_with_the_server(sig: i32, prefix: &str, what: &str) {
     let (mut srv, mut c) = server(None, &[], &[]);
-    let pids = running_escapees(&srv, &mut c, "term");
+    let pids = running_escapees(&srv, &mut c, prefix);
     // Safety: kill(2) of the server this test started.
-    unsafe { libc::kill(srv.pid() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(srv.pid() as i32, sig) };
     let child = srv.child.as_mut().expect("child");
     assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
-    assert_all_dead(&pids, SERVER_END, "escapees after SIGTERM of the server");
+    assert_all_dead(&pids, SERVER_END, what);
+}
+
+#[test]
+fn descendants_die_when_the_server_is_terminated() {
+    escapees_die_with_the_server(
+        libc::SIGTERM,
+        "term",
+        "escapees after SIGTERM of the server",
+    );
 }
 
 #[test]
 fn descendants_die_when_the_server_is_killed() {
-    let (mut srv, mut c) = server(None, &[], &[]);
-    let pids = running_escapees(&srv, &mut c, "kill");
-    // Safety: kill(2) of the server this test started.
-    unsafe { libc::kill(srv.pid() as i32, libc::SIGKILL) };
-    let child = srv.child.as_mut().expect("child");
-    assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
-    assert_all_dead(&pids, SERVER_END, "escapees after SIGKILL of the server");
+    escapees_die_with_the_server(
+        libc::SIGKILL,
+        "kill",
+        "escapees after SIGKILL of the server",
+    );
 }
 
 /// The children of `pid` (from `/proc/<pid>/task/<pid>/children`).

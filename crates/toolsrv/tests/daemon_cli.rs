@@ -177,7 +177,20 @@ fn an_explicit_tools_dir_or_policy_that_does_not_exist_is_an_error() {
 
 /// The CLI against `socket`: (exit code, stdout, stderr).
 fn cli(socket: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(bin())
+    cli_in(None, socket, args)
+}
+
+/// [`cli`] run in directory `dir` (default: the test's own).
+fn cli_in(
+    dir: Option<&std::path::Path>,
+    socket: &std::path::Path,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(bin());
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let out = cmd
         .arg("--socket")
         .arg(socket)
         .args(args)
@@ -251,21 +264,7 @@ fn call_runs_where_the_caller_is_when_the_server_accepts_it() {
     let root = std::fs::canonicalize(srv.dir.path()).expect("canonical cwd");
     let sub = root.join("sub");
     std::fs::create_dir(&sub).expect("sub");
-    let run_in = |dir: &std::path::Path, args: &[&str]| {
-        let out = Command::new(bin())
-            .current_dir(dir)
-            .arg("--socket")
-            .arg(&srv.socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run the client");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run_in = |dir: &std::path::Path, args: &[&str]| cli_in(Some(dir), &srv.socket, args);
     let (code, out, err) = run_in(&sub, &["call", "shell", "command=pwd"]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out.trim(), sub.display().to_string(), "{err}");
