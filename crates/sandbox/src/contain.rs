@@ -376,25 +376,9 @@ impl Cgroups {
     /// A group for a run with `limits`: a pooled one when there is one.
     fn take(&self, limits: &Limits) -> std::io::Result<RunGroup> {
         let pooled = {
-            let mut pool = self.lock();
-            let mut i = 0;
-            while i < pool.retiring.len() {
-                if pool.retiring[i].is_empty() {
-                    pool.retiring.swap_remove(i).remove();
-                } else {
-                    i += 1;
-                }
-            }
-            let mut i = 0;
-            while i < pool.draining.len() {
-                if pool.draining[i].is_empty() {
-                    let g = pool.draining.swap_remove(i);
-                    pool.idle.push(g);
-                } else {
-                    i += 1;
-                }
-            }
-            pool.idle.pop()
+            // Draining and retiring groups are looked at by the upkeep
+            // (`Containment::collect`), not on the way to every spawn.
+            self.lock().idle.pop()
         };
         let mut g = match pooled {
             Some(g) => g,

@@ -22,13 +22,13 @@ pub(crate) struct Group {
 impl Group {
     /// Makes the directory `path` (it must not exist) and opens it.
     pub(crate) fn create(path: PathBuf) -> io::Result<Group> {
-        std::fs::create_dir(&path)?;
+        std::fs::create_dir(&path).map_err(|e| named(&path, "mkdir", e))?;
         Group::open(path)
     }
 
     /// Opens the existing directory `path`.
     pub(crate) fn open(path: PathBuf) -> io::Result<Group> {
-        let dir = File::open(&path)?;
+        let dir = File::open(&path).map_err(|e| named(&path, "open", e))?;
         Ok(Group {
             path,
             dir,
@@ -57,7 +57,8 @@ impl Group {
             .read(true)
             .write(true)
             .open(&p)
-            .or_else(|_| File::open(&p))?;
+            .or_else(|_| File::open(&p))
+            .map_err(|e| named(&p, "open", e))?;
         self.files.push((name, f));
         Ok(&self.files[self.files.len() - 1].1)
     }
@@ -69,7 +70,10 @@ impl Group {
 
     /// Writes `value` to control file `name` in one `pwrite`.
     pub(crate) fn write(&mut self, name: &'static str, value: &str) -> io::Result<()> {
-        let n = self.file(name)?.write_at(value.as_bytes(), 0)?;
+        let n = self
+            .file(name)?
+            .write_at(value.as_bytes(), 0)
+            .map_err(|e| named(&self.path.join(name), &format!("write {value:?} to"), e))?;
         if n != value.len() {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
@@ -134,6 +138,11 @@ impl Group {
         drop(dir);
         std::fs::remove_dir(&path)
     }
+}
+
+/// `e` with what was done to which path (a cgroup error names its file).
+fn named(path: &std::path::Path, what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
 }
 
 /// The value of `key` in the text of a flat-keyed cgroup file.
