@@ -3,6 +3,7 @@
 //! - [`message`]: the message types (`Frame` = tag + [`Body`]), [`Qid`], [`Stat`].
 //! - [`codec`]: [`encode`] and [`decode`] of whole frames (`size[4] type[1] tag[2]` ...),
 //!   and of stat(5) entries for directory reads.
+//! - [`read_frame`]: one whole frame from a blocking reader, bounded by msize.
 //! - [`samples`]: one example frame of every message type.
 //!
 //! Decoding is total: hostile bytes produce a [`DecodeError`], never a panic, and
@@ -14,6 +15,7 @@
 pub mod codec;
 mod decode_body;
 mod encode_body;
+mod frame_io;
 pub mod message;
 mod reader;
 pub mod samples;
@@ -23,4 +25,5 @@ mod writer;
 pub use codec::{
     decode, decode_stat, encode, encode_stat, encode_to_vec, encoded_len, DecodeError,
 };
+pub use frame_io::read_frame;
 pub use message::*;

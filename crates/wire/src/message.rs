@@ -82,6 +82,28 @@ pub struct Stat {
     pub muid: String,
 }
 
+impl Stat {
+    /// The `Twstat` entry that changes nothing: every integer field all ones
+    /// and every string empty ("don't touch", stat(5)). Set the fields to
+    /// change on a copy.
+    pub fn unchanged() -> Stat {
+        Stat {
+            ty: u16::MAX,
+            dev: u32::MAX,
+            qid: Qid {
+                ty: u8::MAX,
+                version: u32::MAX,
+                path: u64::MAX,
+            },
+            mode: u32::MAX,
+            atime: u32::MAX,
+            mtime: u32::MAX,
+            length: u64::MAX,
+            ..Stat::default()
+        }
+    }
+}
+
 /// One message: its tag and its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
