@@ -13,7 +13,6 @@ mod raw9p;
 mod report;
 mod sched;
 mod server;
-mod sshd;
 mod stats;
 mod tooldir;
 

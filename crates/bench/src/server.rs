@@ -1,9 +1,10 @@
 //! The real `toolsrv` server process, started on a temp socket for a bench.
 
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use toolsrv_testkit::{Launch, LaunchError, Server};
 
 /// How long the server may take to answer on its socket.
 const STARTUP_LIMIT: Duration = Duration::from_secs(20);
@@ -11,7 +12,7 @@ const STARTUP_LIMIT: Duration = Duration::from_secs(20);
 /// The shared secret used by authenticated runs.
 pub const SECRET: &str = "toolsrv-bench-secret";
 
-/// Why the server could not be started.
+/// Why the server could not be found or started.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// No binary where it was looked for, and building it was not possible.
@@ -28,45 +29,14 @@ pub enum ServerError {
     /// The location of this executable is unknown.
     #[error("cannot locate this executable to find toolsrv next to it: {0}")]
     NoExe(std::io::Error),
-    /// A temp directory could not be made.
-    #[error("cannot create a temp directory for the server: {0}")]
-    TempDir(std::io::Error),
-    /// The process could not be spawned.
-    #[error("cannot start {path}: {source}")]
-    Spawn {
-        /// The binary.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The server exited before answering.
-    #[error("toolsrv exited with {status} before answering on {socket}; its log:\n{log}")]
-    Exited {
-        /// Its exit status.
-        status: ExitStatus,
-        /// The socket it was to listen on.
-        socket: PathBuf,
-        /// Its log file's contents.
-        log: String,
-    },
-    /// The socket never answered.
-    #[error("toolsrv did not answer on {socket} within {limit:?}; its log:\n{log}")]
-    NotUp {
-        /// The socket.
-        socket: PathBuf,
-        /// How long was waited.
-        limit: Duration,
-        /// Its log file's contents.
-        log: String,
-    },
+    /// The server did not come up (the test kit's launcher says why).
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
 }
 
 /// A running `toolsrv serve` in its own temp directory; killed on drop.
-#[derive(Debug)]
 pub struct ServerProcess {
-    dir: tempfile::TempDir,
-    socket: PathBuf,
-    child: Child,
+    server: Server,
 }
 
 /// How a bench wants its server started.
@@ -97,92 +67,40 @@ impl ServerProcess {
         )
     }
 
-    /// Start `bin` as `opts` says, and wait until its socket answers.
+    /// Start `bin` as `opts` says (through the test kit's launcher, without
+    /// `RUST_LOG`), and wait until its socket answers.
     pub fn start_with(bin: &Path, opts: &ServerOpts) -> Result<ServerProcess, ServerError> {
-        let dir = tempfile::Builder::new()
+        let mut launch = Launch::with_bin(bin)
             .prefix("toolsrv-bench")
-            .tempdir()
-            .map_err(ServerError::TempDir)?;
-        let socket = dir.path().join("toolsrv.sock");
-        let mut cmd = Command::new(bin);
-        cmd.arg("serve")
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--cwd")
-            .arg(dir.path())
-            .arg("--log")
-            .arg(dir.path().join("server.log"))
-            .env_remove("RUST_LOG")
-            .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .limit(STARTUP_LIMIT)
+            .env_remove("RUST_LOG");
         if !opts.auth {
-            cmd.arg("--no-auth");
+            launch = launch.arg("--no-auth");
         }
         if opts.yolo {
-            cmd.arg("--yolo");
+            launch = launch.arg("--yolo");
         }
         if let Some(t) = &opts.tools {
-            cmd.arg("--tools").arg(t);
+            launch = launch.arg("--tools").arg(t);
         }
-        cmd.args(&opts.extra);
-        match opts.containment {
-            Some(c) => cmd.env("TOOLSRV_CONTAINMENT", c),
-            None => cmd.env_remove("TOOLSRV_CONTAINMENT"),
+        launch = launch.args(&opts.extra);
+        launch = match opts.containment {
+            Some(c) => launch.env("TOOLSRV_CONTAINMENT", c),
+            None => launch.env_remove("TOOLSRV_CONTAINMENT"),
         };
-        let child = cmd.spawn().map_err(|source| ServerError::Spawn {
-            path: bin.to_path_buf(),
-            source,
-        })?;
-        let mut s = ServerProcess { dir, socket, child };
-        s.wait_up()?;
-        Ok(s)
+        Ok(ServerProcess {
+            server: launch.try_start()?,
+        })
     }
 
     /// The socket the server listens on.
     pub fn socket(&self) -> &Path {
-        &self.socket
+        &self.server.socket
     }
 
     /// The server's OS pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn wait_up(&mut self) -> Result<(), ServerError> {
-        let start = Instant::now();
-        loop {
-            if UnixStream::connect(&self.socket).is_ok() {
-                return Ok(());
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(ServerError::Exited {
-                    status,
-                    socket: self.socket.clone(),
-                    log: self.log(),
-                });
-            }
-            if start.elapsed() > STARTUP_LIMIT {
-                return Err(ServerError::NotUp {
-                    socket: self.socket.clone(),
-                    limit: STARTUP_LIMIT,
-                    log: self.log(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.pid()
     }
 }
 

@@ -1,32 +1,11 @@
 //! The `toolsrv-bench` binary end to end: it starts the real server (the
 //! `toolsrv` built next to it in the same target dir), measures, and reports.
 
-use std::path::PathBuf;
 use std::process::Command;
-
-/// The server binary next to the bench binary (`cargo test -p toolsrv` or
-/// `cargo build -p toolsrv` puts it there).
-fn server_bin() -> PathBuf {
-    let bench = PathBuf::from(env!("CARGO_BIN_EXE_toolsrv-bench"));
-    let bin = bench.with_file_name("toolsrv");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build -p toolsrv` first",
-        bin.display()
-    );
-    bin
-}
 
 #[test]
 fn rtt_reports_every_figure_with_ratios_for_both_servers() {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolsrv-bench"))
-        .args(["rtt", "--iters", "200"])
-        .env("TOOLSRV_BIN", server_bin())
-        .output()
-        .expect("run toolsrv-bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    let stdout = bench(&["rtt", "--iters", "200"]);
     assert!(stdout.contains("cores: "), "{stdout}");
     assert_eq!(stdout.matches("== rtt: server").count(), 2, "{stdout}");
     assert!(stdout.contains("server --no-auth"), "{stdout}");
@@ -58,7 +37,7 @@ fn rtt_reports_every_figure_with_ratios_for_both_servers() {
 fn bench(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_toolsrv-bench"))
         .args(args)
-        .env("TOOLSRV_BIN", server_bin())
+        .env("TOOLSRV_BIN", toolsrv_testkit::toolsrv_bin())
         .output()
         .expect("run toolsrv-bench");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -220,18 +199,11 @@ fn missing_server_binary_is_named() {
 
 #[test]
 fn remote_reports_the_ssh_hop_as_a_ratio_and_brings_the_remote_down() {
-    if !std::path::Path::new("/usr/sbin/sshd").exists() {
+    if !toolsrv_testkit::Sshd::available() {
         eprintln!("skipped: /usr/sbin/sshd is missing (.ci/run installs openssh-server)");
         return;
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_toolsrv-bench"))
-        .args(["remote", "--iters", "30"])
-        .env("TOOLSRV_BIN", server_bin())
-        .output()
-        .expect("run toolsrv-bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    let stdout = bench(&["remote", "--iters", "30"]);
     for name in [
         "call shell true (ssh forward)",
         "read_file info (ssh forward)",

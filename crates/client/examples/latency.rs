@@ -17,14 +17,10 @@ fn raw_pipeline(
     socket: &std::path::Path,
     n: usize,
 ) -> Result<Vec<Duration>, Box<dyn std::error::Error>> {
-    use toolsrv_wire::{decode, encode, Body, Frame, NOFID, NOTAG};
+    use toolsrv_wire::{decode, encode, read_frame, Body, Frame, NOFID, NOTAG};
     let mut s = std::os::unix::net::UnixStream::connect(socket)?;
     let recv = |s: &mut std::os::unix::net::UnixStream| -> std::io::Result<Frame> {
-        let mut size = [0u8; 4];
-        s.read_exact(&mut size)?;
-        let mut buf = vec![0u8; u32::from_le_bytes(size) as usize];
-        buf[..4].copy_from_slice(&size);
-        s.read_exact(&mut buf[4..])?;
+        let buf = read_frame(s, 1 << 20)?;
         decode(&buf).map_err(|e| std::io::Error::other(e.to_string()))
     };
     let mut out = Vec::new();

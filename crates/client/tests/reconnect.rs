@@ -3,106 +3,32 @@
 //! new token, which later payloads carry); requests in flight fail with
 //! `Disconnected`; files opened on the old connection fail the same way.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::toolsrv_bin;
+use support::{bounded, until};
 use toolsrv_client::{Auth, CallRequest, Client, ClientError};
+use toolsrv_testkit::{Launch, Server};
 use toolsrv_wire::OREAD;
 
-/// Bound of every wait in these tests.
-const WAIT: Duration = Duration::from_secs(10);
 const SECRET: &str = "reconnect-secret";
 
-/// One `toolsrv serve` run on `<dir>/s` with tools in `<dir>/tools`.
-struct Daemon {
-    child: Option<Child>,
-}
+const TOOLS: &[(&str, &str)] = &[
+    (
+        "echo.yaml",
+        "description: Echo v\nparams:\n  v: {type: string, description: v, required: true}\ncommand: \"printf '%s' {v}\"\n",
+    ),
+    ("slow.yaml", "description: Sleep\ncommand: \"sleep 300\"\n"),
+];
 
-impl Daemon {
-    fn start(dir: &Path, run: u32) -> Daemon {
-        let tools = dir.join("tools");
-        if !tools.exists() {
-            std::fs::create_dir(&tools).expect("tools dir");
-            for (name, text) in [
-                ("echo.yaml", "description: Echo v\nparams:\n  v: {type: string, description: v, required: true}\ncommand: \"printf '%s' {v}\"\n"),
-                ("slow.yaml", "description: Sleep\ncommand: \"sleep 300\"\n"),
-            ] {
-                std::fs::write(tools.join(name), text).expect("tool file");
-                std::fs::set_permissions(tools.join(name), std::fs::Permissions::from_mode(0o644))
-                    .expect("chmod");
-            }
-        }
-        let socket = dir.join("s");
-        let child = Command::new(toolsrv_bin())
-            .arg("serve")
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--cwd")
-            .arg(dir)
-            .arg("--tools")
-            .arg(&tools)
-            .arg("--log")
-            .arg(dir.join(format!("log-{run}")))
-            .env("OLLIE_CFG_PATH", dir.join("cfg"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn toolsrv");
-        let d = Daemon { child: Some(child) };
-        let start = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(start.elapsed() < WAIT, "server run {run} did not come up");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        d
-    }
-
-    /// Send `sig` and wait (bounded) for the exit.
-    fn stop(&mut self, sig: i32) -> ExitStatus {
-        let mut c = self.child.take().expect("running");
-        // Safety: kill(2) of our own child process.
-        unsafe { libc::kill(c.id() as i32, sig) };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = c.try_wait().expect("try_wait") {
-                return st;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "server did not exit after signal {sig}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-async fn bounded<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, fut)
-        .await
-        .expect("test step timed out")
-}
-
-async fn until(mut cond: impl FnMut() -> bool) {
-    bounded(async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-    .await
+/// One `toolsrv serve` run on `<dir>/s`, with `dir` as its cwd.
+fn start_server(dir: &Path) -> Server {
+    Launch::new()
+        .cwd(dir)
+        .listen(&dir.join("s"))
+        .tools(TOOLS)
+        .start()
 }
 
 fn echo(v: &str) -> CallRequest {
@@ -125,10 +51,10 @@ fn error_text(r: &toolsrv_protocol::ToolResult) -> String {
 
 /// A first server (generation 1) in a fresh directory and a client connected
 /// to it with the secret: (directory, socket, server, client).
-async fn first_server() -> (tempfile::TempDir, std::path::PathBuf, Daemon, Client) {
+async fn first_server() -> (tempfile::TempDir, std::path::PathBuf, Server, Client) {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("s");
-    let first = Daemon::start(dir.path(), 1);
+    let first = start_server(dir.path());
     let c = bounded(Client::connect(&socket, Auth::Secret(SECRET.into())))
         .await
         .expect("connect");
@@ -146,7 +72,7 @@ async fn the_same_client_and_its_clones_work_after_a_server_restart() {
 
     assert!(first.stop(libc::SIGTERM).success(), "clean exit");
     until(|| !c.is_connected()).await;
-    let _second = Daemon::start(dir.path(), 2);
+    let _second = start_server(dir.path());
 
     // The next request reconnects and re-authenticates with the saved secret.
     let info = bounded(clone.read_file("info"))
@@ -201,7 +127,7 @@ async fn in_flight_calls_and_old_files_fail_with_disconnected() {
         "disconnected from the server"
     );
 
-    let _second = Daemon::start(dir.path(), 2);
+    let _second = start_server(dir.path());
     let info = bounded(c.read_file("info"))
         .await
         .expect("info after restart");
@@ -232,7 +158,7 @@ async fn reconnecting_is_bounded_and_a_refused_secret_is_not_retried() {
     );
 
     // A server that already holds another secret refuses ours: at once.
-    let _second = Daemon::start(dir.path(), 2);
+    let _second = start_server(dir.path());
     let other = bounded(Client::connect(&socket, Auth::Secret("another".into())))
         .await
         .expect("other client");

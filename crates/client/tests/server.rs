@@ -5,97 +5,20 @@
 //! `cargo build -p toolsrv`.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::pin::pin;
-use std::process::{Child, Command, Stdio};
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod support;
-use support::toolsrv_bin;
+use support::{bounded, until};
 use toolsrv_client::{Auth, Body, Client, ClientError};
+use toolsrv_testkit::Server;
 use toolsrv_wire::{DMDIR, OREAD};
 
-/// Bound of every wait in these tests.
-const WAIT: Duration = Duration::from_secs(10);
-
-/// A `toolsrv serve` child on a socket in its own temp dir; killed on drop.
-struct Server {
-    dir: tempfile::TempDir,
-    socket: PathBuf,
-    child: Child,
-}
-
-impl Server {
-    fn start(no_auth: bool) -> Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let socket = dir.path().join("s");
-        let mut cmd = Command::new(toolsrv_bin());
-        cmd.arg("serve")
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--cwd")
-            .arg(dir.path())
-            .arg("--log")
-            .arg(dir.path().join("log"))
-            .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if no_auth {
-            cmd.arg("--no-auth");
-        }
-        let child = cmd.spawn().expect("spawn toolsrv");
-        let server = Server { dir, socket, child };
-        let start = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&server.socket).is_err() {
-            assert!(
-                start.elapsed() < WAIT,
-                "server did not come up: {}",
-                std::fs::read_to_string(server.dir.path().join("log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        server
-    }
-
-    fn socket(&self) -> &Path {
-        &self.socket
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 async fn connect(s: &Server) -> Client {
-    Client::connect(s.socket(), Auth::None)
+    Client::connect(&s.socket, Auth::None)
         .await
         .expect("connect")
-}
-
-/// Run `fut` with the test's time bound.
-async fn bounded<T>(fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, fut)
-        .await
-        .expect("test step timed out")
-}
-
-/// Wait until `cond` holds (checked after every reply-processing chance).
-async fn until(mut cond: impl FnMut() -> bool) {
-    bounded(async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-    .await
 }
 
 /// Poll `fut` once (so its request is sent) and report whether it was still pending.
@@ -106,7 +29,7 @@ async fn poll_once<F: Future>(fut: F) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_file_of_info_returns_platform_json() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     assert_eq!(c.token(), None);
     assert_eq!(c.msize(), 1 << 20);
@@ -120,7 +43,7 @@ async fn read_file_of_info_returns_platform_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_dir_of_root_shows_the_namespace() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let entries = bounded(c.list_dir("/")).await.expect("list /");
     let mut names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
@@ -146,7 +69,7 @@ async fn list_dir_of_root_shows_the_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stat_names_the_file() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let st = bounded(c.stat("info")).await.expect("stat info");
     assert_eq!(st.name, "info");
@@ -158,7 +81,7 @@ async fn stat_names_the_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_read_files_share_one_connection() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let expected = bounded(c.read_file("info")).await.expect("read info");
     let mut set = tokio::task::JoinSet::new();
@@ -180,7 +103,7 @@ async fn concurrent_read_files_share_one_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_carry_the_server_text_and_release_fids() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let e = bounded(c.read_file("nope"))
         .await
@@ -204,7 +127,7 @@ async fn errors_carry_the_server_text_and_release_fids() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paths_longer_than_16_elements_are_walked_in_chunks() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let expected = bounded(c.read_file("info")).await.expect("read info");
     // 2 × 10 + 1 = 21 elements.
@@ -221,7 +144,7 @@ async fn paths_longer_than_16_elements_are_walked_in_chunks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_file_reads_at_offsets() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let whole = bounded(c.read_file("info")).await.expect("read info");
     let f = bounded(c.open("info", OREAD)).await.expect("open");
@@ -242,7 +165,7 @@ async fn remote_file_reads_at_offsets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_blocked_read_flushes_it_and_dropping_the_file_clunks_it() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     // No server comes back here: fail at once instead of trying to reconnect.
     c.set_reconnect_timeout(Duration::ZERO);
@@ -267,7 +190,7 @@ async fn dropping_a_blocked_read_flushes_it_and_dropping_the_file_clunks_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_call_future_cancels_its_read_and_fid() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let c2 = c.clone();
     let call = async move {
@@ -284,7 +207,7 @@ async fn dropping_a_call_future_cancels_its_read_and_fid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_server_fails_waiting_and_later_requests_with_disconnected() {
-    let mut s = Server::start(true);
+    let mut s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     // No server comes back here: fail at once instead of trying to reconnect.
     c.set_reconnect_timeout(Duration::ZERO);
@@ -307,7 +230,7 @@ async fn a_dead_server_fails_waiting_and_later_requests_with_disconnected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpc_returns_the_raw_reply() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let r = bounded(c.rpc(Body::Tclunk { fid: 0xdead_beef }))
         .await
@@ -328,8 +251,8 @@ async fn rpc_returns_the_raw_reply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_auth_gives_a_stable_token_and_rejects_other_secrets() {
-    let s = Server::start(false);
-    let a = bounded(Client::connect(s.socket(), Auth::Secret("s3cret".into())))
+    let s = Server::start(&[]);
+    let a = bounded(Client::connect(&s.socket, Auth::Secret("s3cret".into())))
         .await
         .expect("first connect");
     let token = a.token().expect("token").to_owned();
@@ -337,17 +260,17 @@ async fn secret_auth_gives_a_stable_token_and_rejects_other_secrets() {
     assert!(token
         .bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-    let b = bounded(Client::connect(s.socket(), Auth::Secret("s3cret".into())))
+    let b = bounded(Client::connect(&s.socket, Auth::Secret("s3cret".into())))
         .await
         .expect("second connect");
     assert_eq!(b.token(), Some(token.as_str()));
     assert!(!bounded(b.read_file("info")).await.expect("read").is_empty());
-    let e = bounded(Client::connect(s.socket(), Auth::Secret("other".into())))
+    let e = bounded(Client::connect(&s.socket, Auth::Secret("other".into())))
         .await
         .expect_err("wrong secret");
     assert!(matches!(e, ClientError::Auth(_)), "{e:?}");
     assert_eq!(e.to_string(), "authentication failed");
-    let e = bounded(Client::connect(s.socket(), Auth::None))
+    let e = bounded(Client::connect(&s.socket, Auth::None))
         .await
         .expect_err("no auth");
     assert_eq!(e.to_string(), "authentication required");
@@ -355,8 +278,8 @@ async fn secret_auth_gives_a_stable_token_and_rejects_other_secrets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_against_a_no_auth_server_falls_back_to_anonymous_attach() {
-    let s = Server::start(true);
-    let c = bounded(Client::connect(s.socket(), Auth::Secret("x".into())))
+    let s = Server::start(&["--no-auth"]);
+    let c = bounded(Client::connect(&s.socket, Auth::Secret("x".into())))
         .await
         .expect("connect");
     assert_eq!(c.token(), None);
@@ -367,10 +290,10 @@ async fn secret_against_a_no_auth_server_falls_back_to_anonymous_attach() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolved_secret_file_authenticates() {
-    let s = Server::start(false);
-    let secret = toolsrv_client::resolve_secret(s.socket(), None).expect("generate");
-    assert!(toolsrv_client::secret::default_secret_path(s.socket()).exists());
-    let c = bounded(Client::connect(s.socket(), Auth::Secret(secret)))
+    let s = Server::start(&[]);
+    let secret = toolsrv_client::resolve_secret(&s.socket, None).expect("generate");
+    assert!(toolsrv_client::secret::default_secret_path(&s.socket).exists());
+    let c = bounded(Client::connect(&s.socket, Auth::Secret(secret)))
         .await
         .expect("connect");
     assert!(c.token().is_some());
@@ -390,7 +313,7 @@ fn tool_names(all: &[u8]) -> Vec<String> {
 async fn read_file_of_a_file_answered_asynchronously() {
     // `all` runs discovery before answering: the read is not answered inline,
     // so a clunk pipelined behind it would cancel it.
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let all = bounded(c.read_file("all")).await.expect("read all");
     assert!(!tool_names(&all).is_empty());
@@ -398,9 +321,9 @@ async fn read_file_of_a_file_answered_asynchronously() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_msize_splits_reads_of_files_and_directories() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let big = connect(&s).await;
-    let small = bounded(Client::connect_with_msize(s.socket(), Auth::None, 256))
+    let small = bounded(Client::connect_with_msize(&s.socket, Auth::None, 256))
         .await
         .expect("connect msize 256");
     assert_eq!(small.msize(), 256);
@@ -423,7 +346,7 @@ async fn small_msize_splits_reads_of_files_and_directories() {
         names(bounded(small.list_dir("/")).await.expect("list")),
         listing
     );
-    let e = Client::connect_with_msize(s.socket(), Auth::None, 100)
+    let e = Client::connect_with_msize(&s.socket, Auth::None, 100)
         .await
         .expect_err("msize below 256");
     assert!(e.to_string().contains("100"), "{e}");
@@ -431,7 +354,7 @@ async fn small_msize_splits_reads_of_files_and_directories() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_file_and_transact_drive_the_registry() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     let all = tool_names(&bounded(c.read_file("all")).await.expect("read all"));
     let tool = &all[0];
@@ -465,8 +388,8 @@ async fn write_file_and_transact_drive_the_registry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_requests_are_written_in_msize_chunks() {
-    let s = Server::start(true);
-    let c = bounded(Client::connect_with_msize(s.socket(), Auth::None, 256))
+    let s = Server::start(&["--no-auth"]);
+    let c = bounded(Client::connect_with_msize(&s.socket, Auth::None, 256))
         .await
         .expect("connect");
     // A 600-byte agent ID travels in three Twrites at offsets 0, 232, 464;
@@ -488,7 +411,7 @@ async fn long_requests_are_written_in_msize_chunks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_that_fits_one_read_costs_one_read() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let c = connect(&s).await;
     bounded(c.transact("tools_rev", b"a1"))
         .await
@@ -506,9 +429,9 @@ async fn a_response_that_fits_one_read_costs_one_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_longer_than_msize_is_read_whole() {
-    let s = Server::start(true);
+    let s = Server::start(&["--no-auth"]);
     let big = connect(&s).await;
-    let small = bounded(Client::connect_with_msize(s.socket(), Auth::None, 256))
+    let small = bounded(Client::connect_with_msize(&s.socket, Auth::None, 256))
         .await
         .expect("connect msize 256");
     let all = tool_names(&bounded(big.read_file("all")).await.expect("read all"));

@@ -12,11 +12,11 @@
 //! bytes, anything else `Rerror`. Each message received is printed on stdout
 //! as `<type name> <data as lossy UTF-8>` (data of writes only), flushed.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::ExitCode;
 
-use toolsrv_wire::{decode, encode, Body, Frame, Qid, QTAUTH};
+use toolsrv_wire::{decode, encode, read_frame, Body, Frame, Qid, QTAUTH};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,19 +62,9 @@ fn main() -> ExitCode {
 /// Answer one connection until it closes.
 fn serve(mut s: UnixStream) {
     loop {
-        let mut size = [0u8; 4];
-        if s.read_exact(&mut size).is_err() {
+        let Ok(frame) = read_frame(&mut s, 1 << 20) else {
             return;
-        }
-        let n = u32::from_le_bytes(size) as usize;
-        if !(7..=1 << 20).contains(&n) {
-            return;
-        }
-        let mut frame = vec![0u8; n];
-        frame[..4].copy_from_slice(&size);
-        if s.read_exact(&mut frame[4..]).is_err() {
-            return;
-        }
+        };
         let Ok(Frame { tag, body }) = decode(&frame) else {
             return;
         };

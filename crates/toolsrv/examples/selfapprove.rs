@@ -15,13 +15,13 @@
 //!
 //! OUTFILE is written whole (through a rename), so a reader never sees half.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use toolsrv_wire::{decode, encode, Body, Frame, NOFID, NOTAG, OWRITE};
+use toolsrv_wire::{decode, encode, read_frame, Body, Frame, NOFID, NOTAG, OWRITE};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -173,17 +173,7 @@ fn rpc(s: &mut UnixStream, tag: u16, body: Body) -> Result<Body, String> {
     let mut buf = Vec::new();
     encode(&Frame { tag, body }, &mut buf);
     s.write_all(&buf).map_err(|e| format!("send failed: {e}"))?;
-    let mut size = [0u8; 4];
-    s.read_exact(&mut size)
-        .map_err(|e| format!("receive failed: {e}"))?;
-    let n = u32::from_le_bytes(size) as usize;
-    if n < 7 {
-        return Err(format!("bad frame size {n}"));
-    }
-    let mut frame = vec![0u8; n];
-    frame[..4].copy_from_slice(&size);
-    s.read_exact(&mut frame[4..])
-        .map_err(|e| format!("receive failed: {e}"))?;
+    let frame = read_frame(s, 1 << 20).map_err(|e| format!("receive failed: {e}"))?;
     match decode(&frame).map_err(|e| format!("bad reply: {e}"))?.body {
         Body::Rerror { ename } => Err(ename),
         b => Ok(b),

@@ -168,7 +168,7 @@ fn a_pinned_secret_is_the_only_one_accepted_even_first() {
 
 fn serve_exit(f: &std::path::Path) -> (Option<i32>, String) {
     let run = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(crate::util::bin())
+    let out = std::process::Command::new(crate::util::toolsrv_bin())
         .args(["serve", "--listen"])
         .arg(run.path().join("s.sock"))
         .arg("--cwd")

@@ -10,14 +10,14 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use toolsrv_wire::{Body, ORDWR, OREAD};
 
-use crate::util::{bin, start_server_at, wait_until, Raw, Server, WAIT};
+use crate::util::{cli, toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
 /// The exact key set of a pending request (CONTRACT §8).
 const PENDING_KEYS: [&str; 10] = [
@@ -94,21 +94,7 @@ fn start_call(c: &mut Raw, fid: u32, payload: &str) -> u16 {
         offset: 0,
         data: payload.as_bytes().to_vec(),
     });
-    send_read(c, fid, 65536)
-}
-
-/// Send a read on `fid` without waiting for the reply; returns its tag.
-fn send_read(c: &mut Raw, fid: u32, count: u32) -> u16 {
-    let tag = c.tag();
-    c.send(
-        tag,
-        Body::Tread {
-            fid,
-            offset: 0,
-            count,
-        },
-    );
-    tag
+    c.send_read(fid, 65536)
 }
 
 /// Receive frames until the one tagged `tag`; returns its body.
@@ -138,7 +124,7 @@ fn open_pending(c: &mut Raw, fid: u32) {
 
 /// One read of an open `bypass/pending` fid, as the raw line.
 fn pending_line(c: &mut Raw, fid: u32) -> String {
-    let tag = send_read(c, fid, 65536);
+    let tag = c.send_read(fid, 65536);
     match reply_to(c, tag) {
         Body::Rread { data } => String::from_utf8(data).expect("utf8 pending line"),
         b => panic!("expected a pending request, got {b:?}"),
@@ -186,7 +172,7 @@ fn flush(c: &mut Raw, oldtag: u16) {
 /// Open a fresh observer fid on `c` and assert that nothing is pending for it.
 fn assert_nothing_pending(c: &mut Raw, fid: u32) {
     open_pending(c, fid);
-    let tag = send_read(c, fid, 65536);
+    let tag = c.send_read(fid, 65536);
     if let Some(f) = quiet(c) {
         panic!("expected nothing pending, got {f:?}");
     }
@@ -282,20 +268,9 @@ fn is_rfc3339(s: &str) -> bool {
 /// policy) so that a tool can run it as a 9P client; returns its path.
 fn install_client(dir: &Path) -> PathBuf {
     let dst = dir.join("toolsrv-client");
-    std::fs::copy(bin(), &dst).expect("copy toolsrv");
+    std::fs::copy(toolsrv_bin(), &dst).expect("copy toolsrv");
     std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     dst
-}
-
-/// The `toolsrv` binary as a client of `socket`, with no secret from our environment.
-fn cli(socket: &Path) -> Command {
-    let mut cmd = Command::new(bin());
-    cmd.arg("--socket")
-        .arg(socket)
-        .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_SOCKET")
-        .stdin(Stdio::null());
-    cmd
 }
 
 /// Single-quote `s` for sh.
@@ -347,7 +322,7 @@ fn pending_request_has_exactly_the_contract_fields_and_the_complete_env() {
     let cwd = PathBuf::from(req["cwd"].as_str().expect("cwd"));
     assert_eq!(
         cwd.canonicalize().expect("cwd exists"),
-        srv.dir.path().canonicalize().expect("dir")
+        srv.cwd().canonicalize().expect("dir")
     );
     let created = req["created"].as_str().expect("created");
     assert!(is_rfc3339(created), "created {created:?}");
@@ -515,7 +490,7 @@ fn every_observer_sees_each_request_once_oldest_first() {
     // The second observer reads in 7-byte pieces; they join to the same line.
     let mut line = Vec::new();
     while !line.ends_with(b"\n") {
-        let tag = send_read(&mut o2, 1, 7);
+        let tag = o2.send_read(1, 7);
         match reply_to(&mut o2, tag) {
             Body::Rread { data } => {
                 assert!(!data.is_empty() && data.len() <= 7, "{data:?}");
@@ -530,7 +505,7 @@ fn every_observer_sees_each_request_once_oldest_first() {
 
     // The same fid does not see it again: its next read blocks, then returns
     // the next request when one comes.
-    let tag = send_read(&mut o1, 1, 65536);
+    let tag = o1.send_read(1, 65536);
     if let Some(f) = quiet(&mut o1) {
         panic!("a fid saw a request twice: {f:?}");
     }
@@ -602,7 +577,7 @@ fn clunking_the_request_withdraws_it() {
     assert!(!st["exit_code"].is_null(), "{st}");
 
     // The late observer's read stays blocked: the request is gone.
-    let rtag = send_read(&mut late, 1, 65536);
+    let rtag = late.send_read(1, 65536);
     if let Some(f) = quiet(&mut late) {
         panic!("a withdrawn request was still handed out: {f:?}");
     }
@@ -697,7 +672,11 @@ fn a_tool_has_neither_secret_nor_token_to_approve_with() {
     let secret_file = dir.path().join("toolsrv.sock.secret");
     std::fs::write(&secret_file, SECRET).expect("secret file");
     std::fs::set_permissions(&secret_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let srv = start_server_at(dir, cwd.path(), &[("TOOLSRV_SECRET", SECRET)], &[]);
+    let srv = Launch::new()
+        .cwd(cwd.path())
+        .listen(&dir.path().join("toolsrv.sock"))
+        .env("TOOLSRV_SECRET", SECRET)
+        .start();
     let (mut a, token) = srv.authed(SECRET);
     a.write("ctl", "load a1 shell").expect("load");
     let (mut o, _) = srv.authed(SECRET);
@@ -754,7 +733,7 @@ fn no_auth_bypass_pending() -> (Server, Raw, Raw, u64, String) {
 #[test]
 fn under_no_auth_a_tool_is_refused_as_an_observer() {
     let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
-    let client = install_client(srv.dir.path());
+    let client = install_client(srv.cwd());
     // A secret from the environment: `<socket>.secret` is out of the tool's
     // reach, and a --no-auth server ignores the secret anyway.
     let base = format!(
@@ -776,12 +755,12 @@ fn under_no_auth_a_tool_is_refused_as_an_observer() {
 #[test]
 fn a_tool_that_daemonizes_cannot_approve_under_no_auth() {
     let (srv, mut a, _observer, pid, id) = no_auth_bypass_pending();
-    let client = install_client(srv.dir.path());
-    let out = srv.dir.path().join("escaped.out");
-    let done = srv.dir.path().join("escaped.done");
+    let client = install_client(srv.cwd());
+    let out = srv.cwd().join("escaped.out");
+    let done = srv.cwd().join("escaped.done");
     // The tool starts a detached grandchild (new session) and exits; once its
     // parent is gone (it is an orphan) the grandchild tries to approve.
-    let started = srv.dir.path().join("escaped.started");
+    let started = srv.cwd().join("escaped.started");
     let inner = format!(
         "touch {}; while kill -0 $PPID 2>/dev/null; do sleep 0.05; done; \
          TOOLSRV_SECRET=unused {} --socket {} approve {id} > {} 2>&1; touch {}",
@@ -907,17 +886,17 @@ fn cli_pending_lists_follows_and_resolves() {
 /// built once per test run with the same cargo and profile as this test binary.
 fn selfapprove() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| crate::util::build_example("selfapprove"))
+    BIN.get_or_init(|| crate::util::example("selfapprove"))
 }
 
 /// Run selfapprove (copied into the server's cwd) as a tool in `mode` against
 /// request `id`; returns what it reported.
 fn run_selfapprove(srv: &Server, a: &mut Raw, mode: &str, id: &str) -> String {
-    let exe = srv.dir.path().join("selfapprove");
+    let exe = srv.cwd().join("selfapprove");
     if !exe.exists() {
         std::fs::copy(selfapprove(), &exe).expect("copy selfapprove");
     }
-    let out = srv.dir.path().join(format!("selfapprove-{mode}.out"));
+    let out = srv.cwd().join(format!("selfapprove-{mode}.out"));
     // The tool waits for the report: everything of a run dies when it ends,
     // and a handed-off connection must be tried while the run lasts.
     let cmd = format!(
@@ -975,7 +954,7 @@ fn closing_the_connection_withdraws_but_flushing_the_read_does_not() {
     );
     assert_eq!(stat(&mut a, pid_of(&req))["state"], "awaiting_approval");
     approve(&mut o, &id_of(&req));
-    let tag = send_read(&mut a, 70, 65536);
+    let tag = a.send_read(70, 65536);
     let (is_error, text) = result_text(&finish_call(&mut a, tag));
     assert!(!is_error, "{text}");
     assert_eq!(text, "kept\n");

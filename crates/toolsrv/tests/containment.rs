@@ -17,7 +17,7 @@ use crate::lifecycle_util::{all_dead_within, kill_pids, read_pid_file};
 use crate::procs_util::{
     bg, call_shell, error_text, final_stat, is_cancelled_reply, load, payload, recv_tag, start_read,
 };
-use crate::util::{bin, start_server_at, wait_until, Raw, Server, WAIT};
+use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
 /// How long a run's leftovers may take to die (CONTRACT §12).
 const RUN_END: Duration = Duration::from_secs(3);
@@ -51,7 +51,12 @@ fn server(limits: Option<&str>, env: &[(&str, &str)], extra: &[&str]) -> (Server
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let srv = start_server_at(dir, &cwd, env, &args);
+    let srv = Launch::new()
+        .cwd_dir(dir)
+        .listen(&cwd.join("toolsrv.sock"))
+        .envs(env.iter().copied())
+        .args(args)
+        .start();
     let mut c = srv.attached();
     load(&mut c, "a1", "shell");
     (srv, c)
@@ -99,7 +104,7 @@ fn assert_all_dead(pids: &[i32], limit: Duration, what: &str) {
 }
 
 fn dir_of(srv: &Server) -> PathBuf {
-    srv.dir.path().to_path_buf()
+    srv.cwd().to_path_buf()
 }
 
 #[test]
@@ -239,7 +244,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
         "setsid sh -c 'echo $$ > w/survivor.tmp && mv w/survivor.tmp w/survivor; \
          while :; do {bin} --socket {sock} --secret-file {evil} info >/dev/null 2>&1 && touch w/owned; sleep 0.02; done' \
          </dev/null >/dev/null 2>&1 & sleep 300",
-        bin = bin(),
+        bin = toolsrv_bin().display(),
         sock = socket.display(),
         evil = evil.display()
     );
@@ -269,7 +274,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
     // A new server on the same socket, with a secret (auth on).
     let _ = std::fs::remove_file(&socket);
     let dir2 = tempfile::tempdir().expect("tempdir");
-    let mut next = std::process::Command::new(bin())
+    let mut next = std::process::Command::new(toolsrv_bin())
         .arg("serve")
         .arg("--listen")
         .arg(&socket)
@@ -294,7 +299,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
     std::fs::write(&mine, "the-humans-secret-42").expect("secret");
     std::fs::set_permissions(&mine, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .expect("chmod");
-    let out = std::process::Command::new(bin())
+    let out = std::process::Command::new(toolsrv_bin())
         .arg("--socket")
         .arg(&socket)
         .arg("--secret-file")
@@ -499,8 +504,11 @@ fn limits_tool_server(tool_limits: &str) -> (Server, Raw) {
         "--sandbox".into(),
         p.display().to_string(),
     ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let srv = start_server_at(dir, &cwd, &[], &args);
+    let srv = Launch::new()
+        .cwd_dir(dir)
+        .listen(&cwd.join("toolsrv.sock"))
+        .args(args)
+        .start();
     let mut c = srv.attached();
     load(&mut c, "a1", "lim");
     (srv, c)
@@ -516,21 +524,29 @@ fn a_tool_tightens_its_limits_but_never_loosens_them() {
     assert_eq!(crate::procs_util::ok_text(&r).trim(), "100", "not loosened");
 }
 
+/// `toolsrv serve` in `dir` with the policy `policy` and `env`, which must
+/// refuse to start (exit 1); its stderr.
+fn refused_at_start(dir: &Path, policy: &Path, env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new(toolsrv_bin())
+        .args(["serve", "--listen"])
+        .arg(dir.join("s.sock"))
+        .arg("--sandbox")
+        .arg(policy)
+        .env("OLLIE_CFG_PATH", dir.join("cfg"))
+        .envs(env.iter().copied())
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
 #[test]
 fn a_bad_limit_in_the_policy_is_refused_with_its_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = dir.path().join("sandbox.yaml");
     std::fs::write(&p, policy_with_limits("  memory: lots")).expect("policy");
-    let out = std::process::Command::new(bin())
-        .args(["serve", "--listen"])
-        .arg(dir.path().join("s.sock"))
-        .arg("--sandbox")
-        .arg(&p)
-        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = refused_at_start(dir.path(), &p, &[]);
     assert!(err.contains("invalid limit memory"), "{err}");
 }
 
@@ -595,16 +611,6 @@ fn without_any_containment_a_strict_policy_refuses_to_start() {
     let strict =
         policy_with_limits("  processes: 64").replace("best_effort: true", "best_effort: false");
     std::fs::write(&p, strict).expect("policy");
-    let out = std::process::Command::new(bin())
-        .args(["serve", "--listen"])
-        .arg(dir.path().join("s.sock"))
-        .arg("--sandbox")
-        .arg(&p)
-        .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-        .env("TOOLSRV_CONTAINMENT", "none")
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = refused_at_start(dir.path(), &p, &[("TOOLSRV_CONTAINMENT", "none")]);
     assert!(err.contains("no mechanism can contain a run"), "{err}");
 }

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use toolsrv_wire::{Body, Stat, OWRITE};
 
-use crate::util::{bin, wait_until, Server, WAIT};
+use crate::util::{toolsrv_bin, wait_until, Launch, Server, WAIT};
 
 /// A daemon whose stderr reader went away (`toolsrv serve 2>&1 | head -3`)
 /// keeps serving, and SIGTERM still stops it cleanly (before: the failed log
@@ -14,7 +14,7 @@ use crate::util::{bin, wait_until, Server, WAIT};
 fn the_daemon_obeys_sigterm_after_its_stderr_is_gone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("s.sock");
-    let mut child = Command::new(bin())
+    let mut child = Command::new(toolsrv_bin())
         .arg("serve")
         .arg("--listen")
         .arg(&socket)
@@ -40,7 +40,7 @@ fn the_daemon_obeys_sigterm_after_its_stderr_is_gone() {
         std::os::unix::net::UnixStream::connect(&socket).is_ok()
     }));
     for _ in 0..3 {
-        let out = Command::new(bin())
+        let out = Command::new(toolsrv_bin())
             .arg("--socket")
             .arg(&socket)
             .arg("info")
@@ -71,20 +71,7 @@ fn the_daemon_obeys_sigterm_after_its_stderr_is_gone() {
 fn truncating_a_writable_file_to_zero_succeeds_and_anything_else_is_refused() {
     let srv = Server::start(&["--no-auth"]);
     let mut c = srv.attached();
-    let dont_touch = Stat {
-        ty: u16::MAX,
-        dev: u32::MAX,
-        qid: toolsrv_wire::Qid {
-            ty: u8::MAX,
-            version: u32::MAX,
-            path: u64::MAX,
-        },
-        mode: u32::MAX,
-        atime: u32::MAX,
-        mtime: u32::MAX,
-        length: u64::MAX,
-        ..Default::default()
-    };
+    let dont_touch = Stat::unchanged();
     let truncate = Stat {
         length: 0,
         ..dont_touch.clone()
@@ -141,7 +128,7 @@ fn truncating_a_writable_file_to_zero_succeeds_and_anything_else_is_refused() {
 /// returns (exit code, stderr).
 fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(bin())
+    let out = Command::new(toolsrv_bin())
         .arg("serve")
         .arg("--listen")
         .arg(dir.path().join("s.sock"))
@@ -186,18 +173,11 @@ fn cli_in(
     socket: &std::path::Path,
     args: &[&str],
 ) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new(bin());
+    let mut cmd = crate::util::cli(socket);
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
-    let out = cmd
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .env_remove("TOOLSRV_SECRET")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the client");
+    let out = cmd.args(args).output().expect("run the client");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -261,7 +241,7 @@ fn client_errors_are_short_and_name_their_subject() {
 #[test]
 fn call_runs_where_the_caller_is_when_the_server_accepts_it() {
     let srv = Server::start(&["--no-auth"]);
-    let root = std::fs::canonicalize(srv.dir.path()).expect("canonical cwd");
+    let root = std::fs::canonicalize(srv.cwd()).expect("canonical cwd");
     let sub = root.join("sub");
     std::fs::create_dir(&sub).expect("sub");
     let run_in = |dir: &std::path::Path, args: &[&str]| cli_in(Some(dir), &srv.socket, args);
@@ -292,12 +272,7 @@ fn a_changed_tool_file_is_reloaded_at_the_next_call() {
     let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
     assert_eq!(crate::procs_util::ok_text(&r).trim(), "one");
     let rev = c.ask("tools_rev", "a1").expect("rev");
-    let file = srv
-        .keep
-        .iter()
-        .map(|d| d.path().join("tools/greet.yaml"))
-        .find(|p| p.exists())
-        .expect("the tool file");
+    let file = srv.tools_dir().join("greet.yaml");
     std::fs::write(&file, "description: v2\ncommand: \"echo two\"\n").expect("edit");
     let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
     assert_eq!(crate::procs_util::ok_text(&r).trim(), "two");
@@ -332,38 +307,17 @@ fn killed_servers_leave_no_copies_of_the_builtin_tools() {
     let home = tempfile::tempdir().expect("home");
     let tmp = tempfile::tempdir().expect("tmp");
     for i in 0..3 {
-        let socket = home.path().join(format!("s{i}.sock"));
-        let mut child = Command::new(bin())
-            .arg("serve")
-            .arg("--listen")
-            .arg(&socket)
+        let mut srv = Launch::new()
+            .cwd(home.path())
+            .listen(&home.path().join(format!("s{i}.sock")))
             .arg("--no-auth")
-            .arg("--cwd")
-            .arg(home.path())
             .env("HOME", home.path())
             .env_remove("XDG_CACHE_HOME")
             .env("TMPDIR", tmp.path())
-            .env("OLLIE_CFG_PATH", home.path().join("cfg"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        assert!(wait_until(WAIT, || {
-            std::os::unix::net::UnixStream::connect(&socket).is_ok()
-        }));
-        let out = Command::new(bin())
-            .arg("--socket")
-            .arg(&socket)
-            .arg("all")
-            .output()
-            .expect("client");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("file_read"),
-            "{out:?}"
-        );
-        let _ = child.kill();
-        let _ = child.wait();
+            .start();
+        let (_, out, err) = cli(&srv.socket, &["all"]);
+        assert!(out.contains("file_read"), "{out}{err}");
+        srv.kill();
     }
     let litter: Vec<String> = std::fs::read_dir(tmp.path())
         .expect("tmp")
@@ -398,7 +352,7 @@ fn a_streamed_call_prints_as_it_goes_and_ctrl_c_keeps_the_output() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(out, "a\nb\nexit status 3\n", "{err}");
-    let mut child = Command::new(bin())
+    let mut child = Command::new(toolsrv_bin())
         .arg("--socket")
         .arg(&srv.socket)
         .args([
@@ -448,7 +402,7 @@ fn the_daemon_serves_a_socket_passed_by_the_service_manager() {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg("export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" \"$@\"")
-        .arg(bin())
+        .arg(toolsrv_bin())
         .args(["serve", "--no-auth", "--listen"])
         .arg(&socket)
         .arg("--cwd")
@@ -491,7 +445,10 @@ fn the_daemon_serves_a_socket_passed_by_the_service_manager() {
 #[test]
 fn completions_man_page_and_version() {
     let run = |args: &[&str]| {
-        let out = Command::new(bin()).args(args).output().expect("run");
+        let out = Command::new(toolsrv_bin())
+            .args(args)
+            .output()
+            .expect("run");
         assert!(out.status.success(), "{args:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -538,15 +495,11 @@ fn an_interpreter_is_the_real_program_not_a_shim() {
     )
     .expect("meta");
     let path = format!("{}:/usr/bin:/bin", shims.display());
-    let cwd = tempfile::tempdir().expect("cwd");
-    let cwd_path = cwd.path().to_path_buf();
     let tools_s = tools.display().to_string();
-    let srv = crate::util::start_server_at(
-        cwd,
-        &cwd_path,
-        &[("PATH", &path)],
-        &["--no-auth", "--tools", &tools_s],
-    );
+    let srv = Launch::new()
+        .env("PATH", &path)
+        .args(["--no-auth", "--tools", &tools_s])
+        .start();
     let mut c = srv.attached();
     crate::procs_util::load(&mut c, "a1", "hello");
     let r = crate::procs_util::call(&mut c, &[("tool", "hello"), ("agent", "a1")]);
@@ -561,7 +514,7 @@ fn an_interpreter_is_the_real_program_not_a_shim() {
 /// `serve --help` lists what `serve` takes, not the client's flags.
 #[test]
 fn serve_help_lists_only_serve_flags() {
-    let out = Command::new(bin())
+    let out = Command::new(toolsrv_bin())
         .args(["serve", "--help"])
         .output()
         .expect("run");

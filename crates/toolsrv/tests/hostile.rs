@@ -14,7 +14,7 @@ use toolsrv_wire::{encode, Body, Frame, NOTAG, ORDWR, OREAD};
 use crate::procs_util::{
     bg, call, call_shell, list, load, ok_text, patient, payload, shell_session, vm_rss_kib,
 };
-use crate::util::{bin, start_server_with, wait_until, Raw, Server, WAIT};
+use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
 /// Version + auth + attach on a fresh connection, or `None` when the server
 /// closes it first (it is at `--max-connections`).
@@ -46,28 +46,24 @@ fn try_authed(srv: &Server, secret: &str) -> Option<(Raw, String)> {
 /// A server started with its descriptor soft limit lowered to `soft` (as
 /// many distributions set it), auth on.
 fn server_with_nofile(soft: u64, extra: &[&str]) -> Server {
-    let run = tempfile::tempdir().expect("tempdir");
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let path = cwd.path().to_path_buf();
-    let mut args: Vec<&str> = Vec::new();
-    args.extend_from_slice(extra);
-    let mut s = start_server_with(run, &path, &[], &args, move |cmd| {
-        // Safety: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut l = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
-                l.rlim_cur = soft.min(l.rlim_max);
-                libc::setrlimit(libc::RLIMIT_NOFILE, &l);
-                Ok(())
-            });
-        }
-    });
-    s.run = Some(std::mem::replace(&mut s.dir, cwd));
-    s
+    Launch::new()
+        .args(extra)
+        .tweak(move |cmd| {
+            // Safety: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut l = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+                    l.rlim_cur = soft.min(l.rlim_max);
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+                    Ok(())
+                });
+            }
+        })
+        .start()
 }
 
 /// Log lines about refusing or shedding connections.
@@ -323,15 +319,7 @@ fn a_sync_calls_entry_goes_once_its_result_was_read_and_its_fid_clunked() {
         ])
         .into_bytes(),
     });
-    let tag = c.tag();
-    c.send(
-        tag,
-        Body::Tread {
-            fid,
-            offset: 0,
-            count: 60000,
-        },
-    );
+    let tag = c.send_read(fid, 60000);
     let mut other = Raw::connect(&_srv.socket);
     other.version(65536);
     other.ok(Body::Tattach {
@@ -424,7 +412,7 @@ fn request_data_is_bounded_per_connection_not_only_per_fid() {
 /// `toolsrv serve --secret-file <file>` on a fresh socket; the child.
 fn serve_with_secret_file(file: &std::path::Path) -> (tempfile::TempDir, std::process::Child) {
     let run = tempfile::tempdir().expect("tempdir");
-    let child = Command::new(bin())
+    let child = Command::new(toolsrv_bin())
         .arg("serve")
         .arg("--listen")
         .arg(run.path().join("s.sock"))

@@ -190,16 +190,7 @@ fn check_info(json: &[u8]) {
 /// The root entries CONTRACT §4 names, with their modes.
 fn check_root(stats: &[RawStat]) {
     let got: Vec<(&str, u32)> = stats.iter().map(|s| (s.name.as_str(), s.mode)).collect();
-    let want = [
-        ("ctl", 0o200),
-        ("tools", 0o600),
-        ("all", 0o444),
-        ("info", 0o444),
-        ("tools_rev", 0o600),
-        ("bypass", DMDIR | 0o555),
-        ("proc", DMDIR | 0o555),
-    ];
-    for (name, mode) in want {
+    for (name, mode) in crate::namespace::ROOT_ENTRIES {
         assert!(got.contains(&(name, mode)), "{name} {mode:o} in {got:?}");
     }
     for s in stats {

@@ -6,11 +6,12 @@
 use std::time::{Duration, Instant};
 
 use crate::lifecycle_util::{
-    all_dead_within, answer_or_close, kill_pids, Daemon, Opts, Outcome, ESCAPE_TOOL, PIDS_TOOL,
+    all_dead_within, answer_or_close, kill_pids, pid_file, Outcome, ESCAPE_TOOL, PIDS_TOOL,
     QUICK_TOOL, STUBBORN_TOOL,
 };
 use crate::procs_util::{bg, call, load, os_dead, payload, start_read};
 use crate::util::{wait_until, WAIT};
+use crate::util::{Launch, Server};
 
 const TOOLS: &[(&str, &str)] = &[
     ("pids", PIDS_TOOL),
@@ -19,20 +20,16 @@ const TOOLS: &[(&str, &str)] = &[
     ("quick.yaml", QUICK_TOOL),
 ];
 
-fn server() -> Daemon {
-    Daemon::start(Opts {
-        tools: TOOLS,
-        extra: &["--no-auth"],
-        ..Opts::default()
-    })
+fn server() -> Server {
+    Launch::new().tools(TOOLS).args(["--no-auth"]).start()
 }
 
 /// Start `tool` in the background as `name`; returns (tool pid, grandchild pid).
-fn start_bg(d: &Daemon, c: &mut crate::util::Raw, tool: &str, name: &str) -> (i32, i32) {
+fn start_bg(d: &Server, c: &mut crate::util::Raw, tool: &str, name: &str) -> (i32, i32) {
     bg(c, &[("tool", tool), ("agent", "a1"), ("name", name)]).expect("bg");
     (
-        d.pid_file(&format!("{name}.pid")),
-        d.pid_file(&format!("{name}.gpid")),
+        pid_file(d, &format!("{name}.pid")),
+        pid_file(d, &format!("{name}.gpid")),
     )
 }
 
@@ -54,7 +51,7 @@ fn sigterm_kills_sync_and_background_groups_removes_the_socket_and_exits_0() {
         "proc/new",
         &payload(&[("tool", "pids"), ("agent", "a1"), ("name", "sync")]),
     );
-    pids.extend([d.pid_file("sync.pid"), d.pid_file("sync.gpid")]);
+    pids.extend([pid_file(&d, "sync.pid"), pid_file(&d, "sync.gpid")]);
     assert!(pids.iter().all(|&p| !os_dead(p)), "all tools run: {pids:?}");
 
     d.signal(libc::SIGTERM);
@@ -96,7 +93,7 @@ fn sigint_takes_the_same_path() {
 
 /// SIGKILL the server; every one of `pids` must be gone within 3 s (the
 /// watchdog). Survivors are killed before the assertion fails.
-fn sigkill_takes_along(d: &mut Daemon, pids: &[i32]) {
+fn sigkill_takes_along(d: &mut Server, pids: &[i32]) {
     d.signal(libc::SIGKILL);
     d.wait_exit(WAIT).expect("killed");
     let dead = all_dead_within(pids, Duration::from_secs(3));
@@ -121,7 +118,7 @@ fn sigkill_of_the_server_takes_its_tools_along_within_3s() {
         "proc/new",
         &payload(&[("tool", "pids"), ("agent", "a1"), ("name", "k2")]),
     );
-    let pids = [p1, g1, d.pid_file("k2.pid"), d.pid_file("k2.gpid")];
+    let pids = [p1, g1, pid_file(&d, "k2.pid"), pid_file(&d, "k2.gpid")];
     sigkill_takes_along(&mut d, &pids);
 }
 
@@ -204,10 +201,11 @@ fn an_escaped_double_forked_orphan_dies_at_sigterm_through_the_subreaper() {
         &[("tool", "escape"), ("agent", "a1"), ("name", "e1")],
     );
     assert_eq!(r["isError"], false, "{r}");
-    let orphan = d.pid_file("e1.epid");
+    let orphan = pid_file(&d, "e1.epid");
     // Re-parented to toolsrv (a child subreaper), in its own session.
     assert!(
-        wait_until(WAIT, || crate::procs_util::os_ppid(orphan) == Some(d.pid())),
+        wait_until(WAIT, || crate::procs_util::os_ppid(orphan)
+            == Some(d.pid() as i32)),
         "orphan {orphan} was not re-parented to the server"
     );
     d.signal(libc::SIGTERM);
@@ -231,7 +229,7 @@ fn an_escaped_orphan_dies_when_the_server_is_killed() {
         &[("tool", "escape"), ("agent", "a1"), ("name", "e2")],
     );
     assert_eq!(r["isError"], false, "{r}");
-    let orphan = d.pid_file("e2.epid");
+    let orphan = pid_file(&d, "e2.epid");
     d.signal(libc::SIGKILL);
     d.wait_exit(WAIT).expect("killed");
     let died = all_dead_within(&[orphan], Duration::from_secs(5));
@@ -267,12 +265,11 @@ fn a_slow_shutdown_does_not_remove_the_socket_of_a_successor() {
     let (p, g) = start_bg(&old, &mut c, "stubborn", "st");
     old.signal(libc::SIGTERM);
     old.wait_log("signal received; shutting down");
-    let new = Daemon::start(Opts {
-        tools: TOOLS,
-        extra: &["--no-auth"],
-        listen: Some(&old.socket),
-        ..Opts::default()
-    });
+    let new = Launch::new()
+        .tools(TOOLS)
+        .args(["--no-auth"])
+        .listen(&old.socket)
+        .start();
     let status = old.wait_exit(WAIT).expect("old server exits");
     assert_eq!(status.code(), Some(0));
     assert!(all_dead_within(&[p, g], Duration::from_secs(1)));

@@ -5,18 +5,18 @@
 
 use std::time::{Duration, Instant};
 
-use crate::lifecycle_util::{Daemon, Opts, NAP_TOOL, QUICK_TOOL};
+use crate::lifecycle_util::{NAP_TOOL, QUICK_TOOL};
 use crate::procs_util::{bg, call, load};
+use crate::util::Launch;
 
 const TOOLS: &[(&str, &str)] = &[("nap.yaml", NAP_TOOL), ("quick.yaml", QUICK_TOOL)];
 
 #[test]
 fn idle_timeout_exits_about_2s_after_the_last_client_disconnects() {
-    let mut d = Daemon::start(Opts {
-        tools: TOOLS,
-        extra: &["--no-auth", "--idle-timeout", "2s"],
-        ..Opts::default()
-    });
+    let mut d = Launch::new()
+        .tools(TOOLS)
+        .args(["--no-auth", "--idle-timeout", "2s"])
+        .start();
     let mut c = d.attached();
     load(&mut c, "a1", "quick");
     let r = call(&mut c, &[("tool", "quick"), ("agent", "a1")]);
@@ -41,11 +41,10 @@ fn idle_timeout_exits_about_2s_after_the_last_client_disconnects() {
 
 #[test]
 fn a_running_background_process_keeps_an_idle_server_alive() {
-    let mut d = Daemon::start(Opts {
-        tools: TOOLS,
-        extra: &["--no-auth", "--idle-timeout", "2s"],
-        ..Opts::default()
-    });
+    let mut d = Launch::new()
+        .tools(TOOLS)
+        .args(["--no-auth", "--idle-timeout", "2s"])
+        .start();
     let mut c = d.attached();
     load(&mut c, "a1", "nap");
     let started = Instant::now();
@@ -70,11 +69,11 @@ fn a_running_background_process_keeps_an_idle_server_alive() {
 
 #[test]
 fn without_any_connection_the_server_exits_after_the_grace() {
-    let mut d = Daemon::spawn(Opts {
-        tools: TOOLS,
-        extra: &["--no-auth", "--idle-timeout", "1h", "--idle-grace", "2s"],
-        ..Opts::default()
-    });
+    let mut d = Launch::new()
+        .tools(TOOLS)
+        .args(["--no-auth", "--idle-timeout", "1h", "--idle-grace", "2s"])
+        .unconnected()
+        .start();
     let status = d
         .wait_exit(Duration::from_secs(10))
         .expect("no exit after the grace");
@@ -92,11 +91,11 @@ fn without_any_connection_the_server_exits_after_the_grace() {
 
 #[test]
 fn without_idle_timeout_the_grace_does_not_apply() {
-    let mut d = Daemon::spawn(Opts {
-        tools: TOOLS,
-        extra: &["--no-auth", "--idle-grace", "1s"],
-        ..Opts::default()
-    });
+    let mut d = Launch::new()
+        .tools(TOOLS)
+        .args(["--no-auth", "--idle-grace", "1s"])
+        .unconnected()
+        .start();
     std::thread::sleep(Duration::from_millis(2500));
     assert!(d.running(), "exited without --idle-timeout");
 }

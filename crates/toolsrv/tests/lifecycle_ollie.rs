@@ -4,17 +4,17 @@
 
 use std::time::{Duration, Instant};
 
-use crate::lifecycle_util::{Daemon, FakeOllie, Opts, QUICK_TOOL};
+use crate::lifecycle_util::{FakeOllie, QUICK_TOOL};
 use crate::procs_util::{bg, call, final_stat, load};
 use crate::util::Raw;
+use crate::util::{Launch, Server};
 
-fn server(ollie: &std::path::Path) -> (Daemon, Raw) {
+fn server(ollie: &std::path::Path) -> (Server, Raw) {
     let ollie = ollie.to_str().expect("utf8").to_string();
-    let d = Daemon::start(Opts {
-        tools: &[("quick.yaml", QUICK_TOOL)],
-        extra: &["--no-auth", "--ollie", &ollie],
-        ..Opts::default()
-    });
+    let d = Launch::new()
+        .tools(&[("quick.yaml", QUICK_TOOL)])
+        .args(["--no-auth", "--ollie", &ollie])
+        .start();
     let mut c = d.attached();
     load(&mut c, "a1", "quick");
     (d, c)

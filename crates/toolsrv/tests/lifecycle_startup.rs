@@ -6,13 +6,14 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::lifecycle_util::{Daemon, Opts, QUICK_TOOL};
+use crate::lifecycle_util::QUICK_TOOL;
 use crate::procs_util::{bg, final_stat, load};
-use crate::util::{bin, wait_until, Raw, WAIT};
+use crate::util::{toolsrv_bin, wait_until, Raw, WAIT};
+use crate::util::{Launch, Server};
 
 /// Run `toolsrv <args>` to its end (bounded); returns (exit code, stderr).
 fn run(args: &[&str], dir: &std::path::Path) -> (Option<i32>, String) {
-    let mut child = Command::new(bin())
+    let mut child = Command::new(toolsrv_bin())
         .args(args)
         .env("OLLIE_CFG_PATH", dir.join("cfg"))
         .env_remove("NAMESPACE")
@@ -126,14 +127,12 @@ fn lines_with<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
 fn one_background_run(
     rust_log: &str,
     secret: &str,
-    between: impl FnOnce(&Daemon),
-) -> (Daemon, u64) {
-    let d = Daemon::start(Opts {
-        tools: &[("quick.yaml", QUICK_TOOL)],
-        extra: &[],
-        rust_log,
-        ..Opts::default()
-    });
+    between: impl FnOnce(&Server),
+) -> (Server, u64) {
+    let d = Launch::new()
+        .tools(&[("quick.yaml", QUICK_TOOL)])
+        .env("RUST_LOG", rust_log)
+        .start();
     let mut c = Raw::connect(&d.socket);
     c.version(65536);
     let token = c.authenticate(secret).expect("auth");
@@ -161,12 +160,12 @@ fn log_lines_name_the_configuration_and_each_process_and_never_the_secret() {
 
     let serving = lines_with(&log, "toolsrv serving");
     assert_eq!(serving.len(), 1, "{log}");
-    let tools_dir = d.dir.path().join("tools");
+    let tools_dir = d.tools_dir();
     for field in [
         format!("socket={}", d.socket.display()),
         format!("cwd={}", d.cwd().canonicalize().expect("cwd").display()),
         format!("tools={}", tools_dir.display()),
-        format!("policy={}", d.dir.path().join("cfg/sandbox.yaml").display()),
+        format!("policy={}", d.home().join("cfg/sandbox.yaml").display()),
         "auth=\"secret\"".to_string(),
         "yolo=false".to_string(),
         "landlock_abi=".to_string(),

@@ -1,19 +1,17 @@
-//! Helpers for the lifecycle tests (CONTRACT §1, §9, §11): servers started
-//! without touching their socket, bounded waits for exit, pid files written by
-//! tools, and a fake Ollie namespace server.
+//! Helpers for the lifecycle tests (CONTRACT §1, §9, §11): the tools they
+//! run, pid files written by tools, outstanding reads of a dying server, and
+//! a fake Ollie namespace server.
 
 #![allow(dead_code)]
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use toolsrv_wire::Body;
 
-use crate::procs_util::{os_dead, write_tool};
-use crate::util::{bin, wait_until, Raw, WAIT};
+use crate::procs_util::os_dead;
+use crate::util::{wait_until, Raw, Server, WAIT};
 
 /// A script tool: writes its pid to `<name>.pid` and the pid of a background
 /// child (a grandchild of toolsrv) to `<name>.gpid` in its cwd, then waits.
@@ -32,185 +30,9 @@ pub const QUICK_TOOL: &str = "description: End at once\ncommand: \"true\"\n";
 /// A tool that sleeps `s` seconds.
 pub const NAP_TOOL: &str = "description: Sleep s seconds\nparams:\n  s: {type: string, description: seconds, required: true}\ncommand: \"sleep {s}\"\n";
 
-/// A `toolsrv serve` child that the harness has not connected to.
-pub struct Daemon {
-    pub dir: tempfile::TempDir,
-    pub socket: PathBuf,
-    pub log: PathBuf,
-    pub child: Option<Child>,
-    pub started: Instant,
-}
-
-/// Options of [`Daemon::spawn`].
-pub struct Opts<'a> {
-    /// Tool files written to `<dir>/tools` (passed as `--tools`).
-    pub tools: &'a [(&'a str, &'a str)],
-    /// More flags.
-    pub extra: &'a [&'a str],
-    /// `RUST_LOG`.
-    pub rust_log: &'a str,
-    /// Listen here instead of `<dir>/toolsrv.sock`.
-    pub listen: Option<&'a Path>,
-}
-
-impl Default for Opts<'_> {
-    fn default() -> Self {
-        Opts {
-            tools: &[],
-            extra: &[],
-            rust_log: "debug",
-            listen: None,
-        }
-    }
-}
-
-impl Daemon {
-    /// Start `toolsrv serve` in a new temp dir (socket `toolsrv.sock`,
-    /// `--log server.log`, `--cwd` its subdirectory `cwd`, see
-    /// [`Daemon::cwd`]) without connecting to it.
-    pub fn spawn(o: Opts<'_>) -> Daemon {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // The cwd does not contain the socket, tools or config directory: the
-        // server carves those out of every sandbox rule (CONTRACT §12), and a
-        // cwd containing them would keep tools from creating files in it.
-        let cwd = dir.path().join("cwd");
-        std::fs::create_dir(&cwd).expect("cwd");
-        let tdir = dir.path().join("tools");
-        std::fs::create_dir(&tdir).expect("tools dir");
-        for (name, text) in o.tools {
-            write_tool(&tdir, name, text);
-        }
-        let socket = o
-            .listen
-            .map_or_else(|| dir.path().join("toolsrv.sock"), Path::to_path_buf);
-        let log = dir.path().join("server.log");
-        let child = Command::new(bin())
-            .arg("serve")
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--cwd")
-            .arg(&cwd)
-            .arg("--log")
-            .arg(&log)
-            .arg("--tools")
-            .arg(&tdir)
-            .args(o.extra)
-            .env("RUST_LOG", o.rust_log)
-            .env("OLLIE_CFG_PATH", dir.path().join("cfg"))
-            .env_remove("NAMESPACE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn toolsrv");
-        let d = Daemon {
-            dir,
-            socket,
-            log,
-            child: Some(child),
-            started: Instant::now(),
-        };
-        assert!(
-            wait_until(WAIT, || d.socket.exists()),
-            "socket never appeared; log:\n{}",
-            d.log_text()
-        );
-        d
-    }
-
-    /// Start and wait until the socket answers (this connects once).
-    pub fn start(o: Opts<'_>) -> Daemon {
-        let d = Daemon::spawn(o);
-        assert!(
-            wait_until(WAIT, || std::os::unix::net::UnixStream::connect(&d.socket)
-                .is_ok()),
-            "server did not answer; log:\n{}",
-            d.log_text()
-        );
-        d
-    }
-
-    /// The log so far.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The server's OS pid.
-    pub fn pid(&self) -> i32 {
-        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
-    }
-
-    /// A raw versioned connection attached without auth.
-    pub fn attached(&self) -> Raw {
-        let mut r = Raw::connect(&self.socket);
-        r.version(65536);
-        r.ok(Body::Tattach {
-            fid: 0,
-            afid: toolsrv_wire::NOFID,
-            uname: "t".into(),
-            aname: String::new(),
-        });
-        r
-    }
-
-    /// Send `sig` to the server.
-    pub fn signal(&self, sig: i32) {
-        // Safety: kill(2) of our own child process.
-        unsafe { libc::kill(self.pid(), sig) };
-    }
-
-    /// Whether the server is still running.
-    pub fn running(&mut self) -> bool {
-        match self.child.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => false,
-        }
-    }
-
-    /// Wait at most `limit` for the server to exit; its status, or `None`.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let c = self.child.as_mut()?;
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(st)) = c.try_wait() {
-                self.child = None;
-                return Some(st);
-            }
-            if start.elapsed() >= limit {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Wait until the log contains `needle`.
-    pub fn wait_log(&self, needle: &str) {
-        assert!(
-            wait_until(WAIT, || self.log_text().contains(needle)),
-            "log never contained {needle:?}; log:\n{}",
-            self.log_text()
-        );
-    }
-
-    /// The server's `--cwd`: `<dir>/cwd`.
-    pub fn cwd(&self) -> PathBuf {
-        self.dir.path().join("cwd")
-    }
-
-    /// The pid a tool wrote to `<cwd>/<file>`, waiting for the file.
-    pub fn pid_file(&self, file: &str) -> i32 {
-        read_pid_file(&self.cwd().join(file))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // Safety: kill(2) of our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
+/// The pid a tool wrote to `<cwd>/<file>` of `srv`, waiting for the file.
+pub fn pid_file(srv: &Server, file: &str) -> i32 {
+    read_pid_file(&srv.cwd().join(file))
 }
 
 /// Wait for a pid file (written atomically by the tool) and parse it.
@@ -254,19 +76,12 @@ pub enum Outcome {
 /// for the connection to close; panics if neither happens (a hang).
 pub fn answer_or_close(c: &mut Raw, tag: u16) -> Outcome {
     loop {
-        let mut size = [0u8; 4];
-        match c.s.read_exact(&mut size) {
-            Ok(()) => {}
+        let buf = match toolsrv_wire::read_frame(&mut c.s, 1 << 20) {
+            Ok(buf) => buf,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Outcome::Closed,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Outcome::Closed,
             Err(e) => panic!("no reply and no close (a hang): {e}"),
-        }
-        let n = u32::from_le_bytes(size) as usize;
-        let mut buf = vec![0u8; n];
-        buf[..4].copy_from_slice(&size);
-        if c.s.read_exact(&mut buf[4..]).is_err() {
-            return Outcome::Closed;
-        }
+        };
         let f = toolsrv_wire::decode(&buf).expect("decodable frame");
         if f.tag == tag {
             return Outcome::Answered(f.body);

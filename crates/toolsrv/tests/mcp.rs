@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::util::{bin, Server};
+use crate::util::{toolsrv_bin, Server};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -69,13 +69,13 @@ fn client_cmd(py: &Path, scenario: &str, srv: &Server, outside: &Path, agent: &s
     c.arg(script())
         .arg(scenario)
         .arg("--toolsrv")
-        .arg(bin())
+        .arg(toolsrv_bin())
         .arg("--socket")
         .arg(&srv.socket)
         .arg("--agent")
         .arg(agent)
         .arg("--cwd")
-        .arg(srv.dir.path())
+        .arg(srv.cwd())
         .arg("--outside")
         .arg(outside)
         .env_remove("TOOLSRV_SECRET")
@@ -122,7 +122,7 @@ impl Drop for HttpBridge {
 }
 
 fn http_bridge(srv: &Server, agent: &str, listen: &str) -> HttpBridge {
-    let mut child = Command::new(bin())
+    let mut child = Command::new(toolsrv_bin())
         .arg("--socket")
         .arg(&srv.socket)
         .args([
@@ -133,7 +133,7 @@ fn http_bridge(srv: &Server, agent: &str, listen: &str) -> HttpBridge {
             "shell,file_read,file_write",
             "--cwd",
         ])
-        .arg(srv.dir.path())
+        .arg(srv.cwd())
         .args(["--http", listen])
         .env_remove("TOOLSRV_SECRET")
         .env_remove("TOOLSRV_MCP_TOKEN")
@@ -242,7 +242,7 @@ fn http_on_a_unix_socket_needs_the_bearer_token() {
 #[test]
 fn http_refuses_addresses_that_are_not_loopback() {
     let (srv, _outside) = server();
-    let out = Command::new(bin())
+    let out = Command::new(toolsrv_bin())
         .arg("--socket")
         .arg(&srv.socket)
         .args(["mcp", "--agent", "x", "--http", "0.0.0.0:0"])
@@ -272,11 +272,11 @@ fn the_mcp_inspector_cli_lists_and_calls_tools() {
     let run = |extra: &[&str]| {
         let mut c = Command::new(&inspector);
         c.arg("--cli")
-            .arg(bin())
+            .arg(toolsrv_bin())
             .arg("--socket")
             .arg(&srv.socket)
             .args(["mcp", "--agent", "insp", "--load", "shell", "--cwd"])
-            .arg(srv.dir.path())
+            .arg(srv.cwd())
             .args(extra)
             .env_remove("TOOLSRV_SECRET")
             .stdin(Stdio::null());

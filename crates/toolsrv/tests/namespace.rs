@@ -4,21 +4,23 @@ use toolsrv_wire::{Body, DMDIR, ORDWR, OREAD, OWRITE};
 
 use crate::util::Server;
 
+/// The root's entries and their modes (CONTRACT §4).
+pub const ROOT_ENTRIES: [(&str, u32); 7] = [
+    ("ctl", 0o200),
+    ("tools", 0o600),
+    ("all", 0o444),
+    ("info", 0o444),
+    ("tools_rev", 0o600),
+    ("bypass", DMDIR | 0o555),
+    ("proc", DMDIR | 0o555),
+];
+
 #[test]
 fn root_lists_every_file_with_its_mode() {
     let srv = Server::start(&["--no-auth"]);
     let mut c = srv.attached();
     let got: Vec<(String, u32)> = c.list("").into_iter().map(|s| (s.name, s.mode)).collect();
-    let want = [
-        ("ctl", 0o200),
-        ("tools", 0o600),
-        ("all", 0o444),
-        ("info", 0o444),
-        ("tools_rev", 0o600),
-        ("bypass", DMDIR | 0o555),
-        ("proc", DMDIR | 0o555),
-    ];
-    for (name, mode) in want {
+    for (name, mode) in ROOT_ENTRIES {
         assert!(
             got.contains(&(name.to_string(), mode)),
             "{name} {mode:o} missing from {got:?}"
@@ -116,20 +118,7 @@ fn opening_against_the_permissions_is_refused() {
         }),
         "permission denied"
     );
-    let noop = toolsrv_wire::Stat {
-        ty: u16::MAX,
-        dev: u32::MAX,
-        qid: toolsrv_wire::Qid {
-            ty: u8::MAX,
-            version: u32::MAX,
-            path: u64::MAX,
-        },
-        mode: u32::MAX,
-        atime: u32::MAX,
-        mtime: u32::MAX,
-        length: u64::MAX,
-        ..Default::default()
-    };
+    let noop = toolsrv_wire::Stat::unchanged();
     assert_eq!(
         c.ok(Body::Twstat {
             fid: 1,

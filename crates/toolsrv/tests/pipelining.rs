@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use toolsrv_wire::{decode, encode, Body, Frame, ORDWR, OREAD};
+use toolsrv_wire::{decode, encode, read_frame, Body, Frame, ORDWR, OREAD};
 
 use crate::procs_util::{bg, payload, tools_session};
 use crate::util::Raw;
@@ -28,18 +28,13 @@ fn send_batch(c: &mut Raw, bodies: Vec<Body>) {
     c.send_bytes(&buf);
 }
 
-/// Complete frames at the start of `bytes`, and the bytes they take.
-fn frames_in(bytes: &[u8]) -> (Vec<Frame>, usize) {
-    let (mut frames, mut at) = (Vec::new(), 0);
-    while bytes.len() - at >= 4 {
-        let n = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        if bytes.len() - at < n {
-            break;
-        }
-        frames.push(decode(&bytes[at..at + n]).expect("decodable reply"));
-        at += n;
+/// The complete frames at the start of `bytes` (a cut-off last frame is left).
+fn frames_in(mut bytes: &[u8]) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    while let Ok(frame) = read_frame(&mut bytes, 1 << 20) {
+        frames.push(decode(&frame).expect("decodable reply"));
     }
-    (frames, at)
+    frames
 }
 
 /// Read until `want` frames have arrived; also returns how many came in the
@@ -52,7 +47,7 @@ fn read_frames(c: &mut Raw, want: usize) -> (Vec<Frame>, usize) {
         let n = c.s.read(&mut buf).expect("read replies");
         assert!(n > 0, "the server closed the connection");
         bytes.extend_from_slice(&buf[..n]);
-        let (frames, _) = frames_in(&bytes);
+        let frames = frames_in(&bytes);
         first.get_or_insert(frames.len());
         if frames.len() >= want {
             return (frames, first.unwrap_or(0));

@@ -70,7 +70,7 @@ fn a_value_ending_in_a_carriage_return_round_trips() {
 fn hostile(srv: &crate::util::Server) -> (String, Vec<std::path::PathBuf>) {
     let u = unique();
     let in_cwd: Vec<_> = (1..=3)
-        .map(|i| srv.dir.path().join(format!("pwned-{u}-{i}")))
+        .map(|i| srv.cwd().join(format!("pwned-{u}-{i}")))
         .collect();
     let tmp = std::path::PathBuf::from(format!("/tmp/pwned-{u}"));
     let v = format!(
@@ -88,7 +88,7 @@ fn hostile(srv: &crate::util::Server) -> (String, Vec<std::path::PathBuf>) {
 /// The paths the hostile value names are writable by a tool: evaluating
 /// `touch` there does create the file (so the negative checks can fail).
 fn assert_writable_control(c: &mut crate::util::Raw, srv: &crate::util::Server) {
-    let p = srv.dir.path().join(format!("control-{}", unique()));
+    let p = srv.cwd().join(format!("control-{}", unique()));
     let cmd = format!("touch {}", p.display());
     let r = call(c, &[("tool", "run"), ("agent", "a1"), ("cmd", &cmd)]);
     ok_text(&r);
@@ -355,7 +355,7 @@ fn wait_blocks_until_the_process_exits_and_returns_the_code() {
     );
     c.s.set_read_timeout(Some(WAIT)).expect("timeout");
     assert_eq!(stat(&mut c, pid)["state"], "running");
-    std::fs::write(srv.dir.path().join("go"), "").expect("go");
+    std::fs::write(srv.cwd().join("go"), "").expect("go");
     let f = c.recv();
     assert_eq!(f.tag, tag);
     assert_eq!(

@@ -4,7 +4,7 @@
 use std::process::{Command, Output, Stdio};
 
 use crate::procs_util::stat;
-use crate::util::{bin, Server};
+use crate::util::{toolsrv_bin, Server};
 
 /// A `--no-auth` server serving the built-in tools.
 fn builtin_server() -> Server {
@@ -13,11 +13,11 @@ fn builtin_server() -> Server {
 
 /// Run the CLI against `srv`.
 fn cli(srv: &Server, args: &[&str]) -> Output {
-    Command::new(bin())
+    Command::new(toolsrv_bin())
         .args(args)
         .env("TOOLSRV_SOCKET", &srv.socket)
         .env("TOOLSRV_SECRET", "unused-without-auth")
-        .env("OLLIE_CFG_PATH", srv.dir.path().join("cfg"))
+        .env("OLLIE_CFG_PATH", srv.cwd().join("cfg"))
         .stdin(Stdio::null())
         .output()
         .expect("run the CLI")
@@ -50,7 +50,7 @@ fn shell_prints_output_and_reports_a_failing_status() {
     );
     // The command runs in the server's --cwd.
     let (code, out) = run(&srv, &["call", "shell", "command=pwd"]);
-    let cwd = std::fs::canonicalize(srv.dir.path()).expect("canonical");
+    let cwd = std::fs::canonicalize(srv.cwd()).expect("canonical");
     assert_eq!((code, out.trim_end()), (0, cwd.to_str().expect("utf8")));
     // A request the server refuses is an error result too: exit 1 with the reason.
     let (code, out) = run(&srv, &["call", "shell"]);
@@ -79,7 +79,7 @@ fn file_write_then_file_read_with_numbered_lines() {
         ),
         (0, "wrote 8 bytes to sub/a.txt\n".into())
     );
-    let written = std::fs::read(srv.dir.path().join("sub/a.txt")).expect("written");
+    let written = std::fs::read(srv.cwd().join("sub/a.txt")).expect("written");
     assert_eq!(written, b"one\ntwo\n");
     assert_eq!(
         run(&srv, &["call", "file_read", "path=sub/a.txt"]),
@@ -111,7 +111,7 @@ fn file_write_then_file_read_with_numbered_lines() {
 #[test]
 fn file_edit_unique_missing_and_repeated_strings() {
     let srv = builtin_server();
-    let dir = srv.dir.path().join("sub");
+    let dir = srv.cwd().join("sub");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::write(dir.join("a.txt"), "one\ntwo\n").expect("write");
     std::fs::write(dir.join("b.txt"), "x x\n").expect("write");
@@ -161,10 +161,10 @@ fn file_edit_unique_missing_and_repeated_strings() {
 #[test]
 fn file_glob_and_file_grep() {
     let srv = builtin_server();
-    let dir = srv.dir.path().join("sub/deep");
+    let dir = srv.cwd().join("sub/deep");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(srv.dir.path().join("sub/a.txt"), "one\nthree\n").expect("write");
-    std::fs::write(srv.dir.path().join("sub/b.txt"), "x\n").expect("write");
+    std::fs::write(srv.cwd().join("sub/a.txt"), "one\nthree\n").expect("write");
+    std::fs::write(srv.cwd().join("sub/b.txt"), "x\n").expect("write");
     std::fs::write(dir.join("c.txt"), "three times\n").expect("write");
     std::fs::write(dir.join("d.rs"), "fn main() {}\n").expect("write");
     assert_eq!(

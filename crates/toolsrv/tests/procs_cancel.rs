@@ -224,7 +224,7 @@ fn no_zombies_and_no_leaked_descriptors_after_200_mixed_calls() {
 fn five_hundred_background_processes_at_once() {
     let (srv, mut c) = shell_session(&[]);
     patient(&mut c, Duration::from_secs(60));
-    let gate = srv.dir.path().join("gate");
+    let gate = srv.cwd().join("gate");
     let st = std::process::Command::new("mkfifo")
         .arg(&gate)
         .status()
@@ -325,7 +325,7 @@ fn an_escaped_orphan_dies_with_its_run_and_is_reaped() {
          >/dev/null 2>&1 & while [ ! -e esc.pid ]; do sleep 0.01; done",
     );
     assert_eq!(r["isError"], false, "{r}");
-    let orphan: i32 = std::fs::read_to_string(srv.dir.path().join("esc.pid"))
+    let orphan: i32 = std::fs::read_to_string(srv.cwd().join("esc.pid"))
         .expect("esc.pid")
         .trim()
         .parse()

@@ -169,7 +169,7 @@ fn list_shows_all_or_one_agents_processes_including_running_sync_calls() {
         "invalid agent ID"
     );
     // Release the sync call: its result arrives and the list shows it ended.
-    std::fs::write(srv.dir.path().join("go"), "").expect("go");
+    std::fs::write(srv.cwd().join("go"), "").expect("go");
     let f = other.recv();
     assert_eq!(f.tag, tag);
     match f.body {
@@ -267,7 +267,7 @@ fn check_sync_stat(c: &mut Raw, srv: &crate::util::Server) {
     assert_eq!(st["state"], "exited");
     assert_eq!(st["exit_code"], 0);
     assert_eq!(st["tool"], "quick");
-    let cwd = std::fs::canonicalize(srv.dir.path()).expect("canonical");
+    let cwd = std::fs::canonicalize(srv.cwd()).expect("canonical");
     assert_eq!(st["cwd"], cwd.to_str().expect("utf8"));
     assert_eq!(st["sandboxed"], true);
 }

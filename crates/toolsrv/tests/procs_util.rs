@@ -3,14 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
 use toolsrv_wire::{Body, ORDWR, OREAD};
 
-use crate::util::{Raw, Server, WAIT};
+use crate::util::{Launch, Raw, Server, WAIT};
 
 /// The exact key set of a ProcStat object (CONTRACT §7).
 pub const PROCSTAT_KEYS: [&str; 13] = [
@@ -31,33 +30,14 @@ pub const PROCSTAT_KEYS: [&str; 13] = [
 
 /// Write one tool file: names ending in `.yaml` are plain files, others executables.
 pub fn write_tool(dir: &Path, name: &str, text: &str) {
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write tool file");
-    let mode = if name.ends_with(".yaml") {
-        0o644
-    } else {
-        0o755
-    };
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod tool");
+    toolsrv_testkit::write_tool(dir, name, text).expect("write tool file");
 }
 
 /// A server whose tools directory (outside its `--cwd`: the server carves
 /// the tools directory out of every sandbox rule) holds `tools`
 /// (`(file name, text)`), started with `--tools <dir>` plus `extra`.
 pub fn tools_server(tools: &[(&str, &str)], extra: &[&str]) -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tools_tmp = tempfile::tempdir().expect("tempdir");
-    let tdir = tools_tmp.path().join("tools");
-    std::fs::create_dir(&tdir).expect("tools dir");
-    for (name, text) in tools {
-        write_tool(&tdir, name, text);
-    }
-    let tools_arg = tdir.to_str().expect("utf8 path").to_string();
-    let mut args = vec!["--tools", tools_arg.as_str()];
-    args.extend_from_slice(extra);
-    let mut srv = Server::start_in(dir, &args);
-    srv.keep.push(tools_tmp);
-    srv
+    Launch::new().tools(tools).args(extra).start()
 }
 
 /// A `--no-auth` server with `tools`, an attached connection, and every tool
@@ -207,16 +187,7 @@ pub fn start_read(c: &mut Raw, fid: u32, path: &str, data: &str) -> u16 {
             data: data.as_bytes().to_vec(),
         });
     }
-    let tag = c.tag();
-    c.send(
-        tag,
-        Body::Tread {
-            fid,
-            offset: 0,
-            count: 60000,
-        },
-    );
-    tag
+    c.send_read(fid, 60000)
 }
 
 /// Receive frames until one with `tag` arrives; the others are returned too.
@@ -243,7 +214,7 @@ pub fn is_cancelled_reply(body: &Body) -> bool {
 
 /// A fresh directory under the server's `--cwd`; returns (absolute path, name).
 pub fn subdir(srv: &Server, name: &str) -> PathBuf {
-    let p = srv.dir.path().join(name);
+    let p = srv.cwd().join(name);
     std::fs::create_dir_all(&p).expect("mkdir");
     p
 }

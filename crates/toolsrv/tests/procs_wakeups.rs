@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::procs_util::{call, load, ok_text, write_tool};
-use crate::util::{start_server_at, wait_until};
+use crate::util::{wait_until, Launch};
 
 /// Concurrent agents and calls each: enough overlap of one tool's end with
 /// another's start that the old mask woke the main thread on ~40 % of calls.
@@ -37,15 +37,12 @@ fn ended_tools_do_not_wake_the_servers_main_thread() {
         "t.yaml",
         "description: Exit at once\nexecutable: /bin/true\n",
     );
-    let cwd = dir.path().to_path_buf();
     let tools_arg = tools.to_str().expect("utf8 path").to_string();
     // Two workers: the multi-thread runtime, whose main thread only accepts.
-    let srv = start_server_at(
-        dir,
-        &cwd,
-        &[("TOKIO_WORKER_THREADS", "2")],
-        &["--no-auth", "--yolo", "--tools", &tools_arg],
-    );
+    let srv = Launch::new()
+        .env("TOKIO_WORKER_THREADS", "2")
+        .args(["--no-auth", "--yolo", "--tools", &tools_arg])
+        .start();
     let mut conns: Vec<_> = (0..AGENTS)
         .map(|i| {
             let mut c = srv.attached();

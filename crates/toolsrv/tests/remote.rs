@@ -3,9 +3,12 @@
 //! sshd, with a HOME and runtime directory of its own.
 
 use std::io::Read;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::remote_util::{within, Sshd};
+use crate::lifecycle_util::{kill_pids, read_pid_file};
+use crate::remote_util::Sshd;
+use crate::util::wait_until;
 
 const TOOL_V1: &str = "#!/bin/sh\n# ---\n# description: Say which version of this tool runs.\n# params:\n#   who:\n#     type: string\n#     description: Whom to greet.\n# ---\necho \"greetings v1 to $ARG_WHO\"\n";
 
@@ -17,6 +20,34 @@ fn files_sent(up: &str) -> (usize, usize) {
         .unwrap_or_else(|| panic!("no config line in {up}"));
     let w: Vec<&str> = line.split_whitespace().collect();
     (w[1].parse().expect("sent"), w[3].parse().expect("files"))
+}
+
+/// `remote down`, after which no process of the test runs (5 s at most)
+/// and no socket is left.
+fn down_and_gone(s: &Sshd) {
+    s.ok(&["remote", "down", "localhost"]);
+    assert!(
+        wait_until(Duration::from_secs(5), || s.processes().is_empty()),
+        "left running: {:#?}",
+        s.processes()
+    );
+    assert!(s.sockets().is_empty(), "sockets left: {:?}", s.sockets());
+}
+
+/// SIGKILL the process whose pid `pid_file` holds, then wait (5 s at most)
+/// until the supervisor's log says `recovered`; how long that took.
+fn kill_and_await(s: &Sshd, pid_file: &Path, recovered: &str) -> Duration {
+    let pid = read_pid_file(pid_file);
+    let killed = Instant::now();
+    kill_pids(&[pid]);
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .supervisor_log()
+            .contains(recovered)),
+        "no {recovered:?} within 5 s:\n{}",
+        s.supervisor_log()
+    );
+    killed.elapsed()
 }
 
 #[test]
@@ -114,13 +145,7 @@ fn up_installs_a_call_runs_remotely_and_only_changed_files_are_resent_and_down_c
         "command=sleep 60",
     ]);
     assert!(pid.trim().parse::<u64>().is_ok(), "{pid}");
-    s.ok(&["remote", "down", "localhost"]);
-    assert!(
-        within(Duration::from_secs(5), || s.processes().is_empty()),
-        "left running: {:#?}",
-        s.processes()
-    );
-    assert!(s.sockets().is_empty(), "sockets left: {:?}", s.sockets());
+    down_and_gone(&s);
     assert!(!st.exists(), "remote state directory left");
     assert!(s.local_dir().is_none(), "local directory left");
     // The installed binary stays for the next `up`.
@@ -154,22 +179,7 @@ fn a_killed_ssh_and_a_killed_server_are_recovered_without_losing_output() {
     std::thread::sleep(Duration::from_millis(1200));
 
     // Kill the ssh master mid-follow.
-    let ssh_pid: i32 = std::fs::read_to_string(local.join("ssh.pid"))
-        .expect("ssh.pid")
-        .trim()
-        .parse()
-        .expect("pid");
-    let killed = Instant::now();
-    // Safety: kill(2) of the test's own ssh master.
-    unsafe { libc::kill(ssh_pid, libc::SIGKILL) };
-    assert!(
-        within(Duration::from_secs(5), || s
-            .supervisor_log()
-            .contains("forward restored")),
-        "not recovered within 5 s:\n{}",
-        s.supervisor_log()
-    );
-    let recovered_in = killed.elapsed();
+    let recovered_in = kill_and_await(&s, &local.join("ssh.pid"), "forward restored");
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
 
     let status = follow.wait().expect("out -f");
@@ -212,22 +222,9 @@ fn a_killed_ssh_and_a_killed_server_are_recovered_without_losing_output() {
     assert!(String::from_utf8_lossy(&info).contains("platform"));
 
     // Kill the remote server: the supervisor restarts it with the same secret.
-    let server_pid: i32 = std::fs::read_to_string(s.remote_state().join("pid"))
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
-    let killed = Instant::now();
-    // Safety: kill(2) of the test's remote server.
-    unsafe { libc::kill(server_pid, libc::SIGKILL) };
-    assert!(
-        within(Duration::from_secs(5), || s
-            .supervisor_log()
-            .contains("remote server restarted")),
-        "not restarted within 5 s:\n{}",
-        s.supervisor_log()
-    );
-    eprintln!("server killed: restarted in {:?}", killed.elapsed());
+    let server_pid = read_pid_file(&s.remote_state().join("pid"));
+    let took = kill_and_await(&s, &s.remote_state().join("pid"), "remote server restarted");
+    eprintln!("server killed: restarted in {took:?}");
     let new_pid = std::fs::read_to_string(s.remote_state().join("pid")).expect("pid");
     assert_ne!(new_pid.trim(), server_pid.to_string());
     // The same client reconnects (same secret) and runs a call.
@@ -239,13 +236,7 @@ fn a_killed_ssh_and_a_killed_server_are_recovered_without_losing_output() {
     let status = s.ok(&["remote", "status", "localhost"]);
     assert!(status.contains("remote server restarted"), "{status}");
 
-    s.ok(&["remote", "down", "localhost"]);
-    assert!(
-        within(Duration::from_secs(5), || s.processes().is_empty()),
-        "left running: {:#?}",
-        s.processes()
-    );
-    assert!(s.sockets().is_empty(), "sockets left: {:?}", s.sockets());
+    down_and_gone(&s);
 }
 
 #[test]

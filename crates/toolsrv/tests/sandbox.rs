@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use crate::util::{Raw, Server};
+use crate::util::{Launch, Raw, Server};
 
 /// What a blocked filesystem operation must print (EACCES).
 pub const EACCES: &str = "Permission denied";
@@ -247,7 +247,7 @@ impl Fixture {
 
     /// The tools' working directory (the server's `--cwd`).
     pub fn cwd(&self) -> &Path {
-        self.srv.dir.path()
+        self.srv.cwd()
     }
 
     /// A path in the outside directory.
@@ -327,14 +327,12 @@ pub fn parse_result(reply: &str) -> Out {
 /// Start `toolsrv serve` like [`Server::start`] but with extra environment
 /// variables (which the util helper cannot set).
 pub fn start_server(extra: &[String], env: &[(&str, &str)]) -> Server {
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    crate::util::start_server_in(cwd, env, &extra)
+    Launch::new().args(extra).envs(env.iter().copied()).start()
 }
 
-/// The netprobe example binary (crates/toolsrv/examples/netprobe.rs), built once
-/// per test run with the same cargo and profile as this test binary.
+/// The netprobe example binary (crates/toolsrv/examples/netprobe.rs), which
+/// `cargo test` builds with the tests.
 pub fn netprobe() -> &'static Path {
     static PROBE: OnceLock<PathBuf> = OnceLock::new();
-    PROBE.get_or_init(|| crate::util::build_example("netprobe"))
+    PROBE.get_or_init(|| crate::util::example("netprobe"))
 }

@@ -76,6 +76,18 @@ const SECRET_ENV: [(&str, &str); 3] = [
     ("TOOLSRV_SOCKET", "/nonexistent/toolsrv.sock"),
 ];
 
+/// A server with [`SECRET_ENV`] in its environment, authenticated with
+/// [`SERVER_SECRET`], confined by `policy`.
+fn secret_fixture(outside: tempfile::TempDir, policy: Policy) -> Fixture {
+    Fixture::start(
+        outside,
+        Mode::File(policy),
+        &[],
+        &SECRET_ENV,
+        Some(SERVER_SECRET),
+    )
+}
+
 #[test]
 fn sandbox_the_secret_and_token_never_reach_a_tool() {
     let outside = outside_dir();
@@ -84,13 +96,7 @@ fn sandbox_the_secret_and_token_never_reach_a_tool() {
     for v in ["TOOLSRV_SECRET", "TOOLSRV_TOKEN", "TOOLSRV_SOCKET"] {
         policy.env.push(v.to_string());
     }
-    let mut f = Fixture::start(
-        outside,
-        Mode::File(policy),
-        &[],
-        &SECRET_ENV,
-        Some(SERVER_SECRET),
-    );
+    let mut f = secret_fixture(outside, policy);
     let token = f.token.clone().expect("token");
     let out = f.sh("env").ok().to_string();
     assert!(out.contains("OLLIE_AGENT_ID=a1"), "{out}");
@@ -121,13 +127,7 @@ fn sandbox_toolsrv_environ_stays_secret_when_proc_is_granted() {
     let outside = outside_dir();
     let mut policy = Policy::new(outside.path());
     policy.ro.push("/proc".into());
-    let mut f = Fixture::start(
-        outside,
-        Mode::File(policy),
-        &[],
-        &SECRET_ENV,
-        Some(SERVER_SECRET),
-    );
+    let mut f = secret_fixture(outside, policy);
     // The tool's own environ is readable.
     assert_eq!(
         f.sh("cat /proc/self/environ | tr '\\0' '\\n' | grep -c '^OLLIE_AGENT_ID='")

@@ -3,7 +3,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use crate::util::{bin, Server};
+use crate::util::{toolsrv_bin, Launch, Server};
 
 #[test]
 fn socket_is_created_with_mode_0600() {
@@ -15,7 +15,7 @@ fn socket_is_created_with_mode_0600() {
 #[test]
 fn a_live_socket_is_never_stolen() {
     let srv = Server::start(&["--no-auth"]);
-    let out = Command::new(bin())
+    let out = Command::new(toolsrv_bin())
         .args(["serve", "--no-auth", "--listen"])
         .arg(&srv.socket)
         .output()
@@ -37,7 +37,7 @@ fn a_stale_socket_is_replaced() {
     let path = dir.path().join("toolsrv.sock");
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
     assert!(path.exists(), "stale socket file left behind");
-    let srv = Server::start_in(dir, &["--no-auth"]);
+    let srv = Launch::new().listen(&path).arg("--no-auth").start();
     let mut c = srv.attached();
     assert!(!c.read_file("info").is_empty());
 }
@@ -47,7 +47,7 @@ fn a_path_that_is_not_a_socket_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("precious.txt");
     std::fs::write(&path, "data").unwrap();
-    let out = Command::new(bin())
+    let out = Command::new(toolsrv_bin())
         .args(["serve", "--no-auth", "--listen"])
         .arg(&path)
         .output()
@@ -58,17 +58,17 @@ fn a_path_that_is_not_a_socket_is_left_alone() {
 
 #[test]
 fn missing_listen_is_a_usage_error() {
-    let out = Command::new(bin()).arg("serve").output().unwrap();
+    let out = Command::new(toolsrv_bin()).arg("serve").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
-    let out = Command::new(bin()).output().unwrap();
+    let out = Command::new(toolsrv_bin()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn a_missing_cwd_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(bin())
+    let out = Command::new(toolsrv_bin())
         .args([
             "serve",
             "--no-auth",

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::util::{bin, Raw, Server};
+use crate::util::{toolsrv_bin, Launch, Raw, Server};
 
 fn write(dir: &Path, name: &str, text: &str, exec: bool) {
     let p = dir.join(name);
@@ -82,11 +82,14 @@ fn server_with_tools() -> Server {
         false,
     );
     let tools_arg = tools.to_str().unwrap().to_string();
-    Server::start_in(dir, &["--no-auth", "--tools", &tools_arg])
+    Launch::new()
+        .cwd_dir(dir)
+        .args(["--no-auth", "--tools", &tools_arg])
+        .start()
 }
 
 fn tools_dir(srv: &Server) -> std::path::PathBuf {
-    srv.dir.path().join("tools")
+    srv.cwd().join("tools")
 }
 
 fn names(v: &serde_json::Value) -> Vec<String> {
@@ -272,7 +275,7 @@ fn the_builtin_tools_are_served_when_the_tools_dir_is_missing() {
 #[test]
 fn init_writes_the_builtins_without_overwriting() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(bin())
+    let out = std::process::Command::new(toolsrv_bin())
         .args(["init", "--dir"])
         .arg(dir.path())
         .output()
@@ -283,7 +286,7 @@ fn init_writes_the_builtins_without_overwriting() {
     assert!(listed.contains("shell"), "{listed}");
     let policy = dir.path().join("sandbox.yaml");
     std::fs::write(&policy, "# mine\n").unwrap();
-    let out = std::process::Command::new(bin())
+    let out = std::process::Command::new(toolsrv_bin())
         .args(["init", "--dir"])
         .arg(dir.path())
         .output()

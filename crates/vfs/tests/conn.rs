@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::Notify;
 use toolsrv_vfs::tree::{dir, file};
 use toolsrv_vfs::{
@@ -152,16 +152,9 @@ impl Peer {
 
     /// The next reply.
     async fn recv(&mut self) -> Frame {
-        tokio::time::timeout(WAIT, async {
-            let mut size = [0u8; 4];
-            self.io.read_exact(&mut size).await.expect("reply size");
-            let mut frame = size.to_vec();
-            frame.resize(u32::from_le_bytes(size) as usize, 0);
-            self.io.read_exact(&mut frame[4..]).await.expect("reply");
-            decode(&frame).expect("a reply that decodes")
-        })
-        .await
-        .expect("a reply in time")
+        tokio::time::timeout(WAIT, read_reply(&mut self.io))
+            .await
+            .expect("a reply in time")
     }
 
     /// Whether a reply arrives within `d`.
@@ -223,6 +216,16 @@ fn wqids(b: Body) -> Vec<Qid> {
         Body::Rwalk { wqids } => wqids,
         other => panic!("expected Rwalk, got {other:?}"),
     }
+}
+
+/// One whole reply frame from `io`, decoded.
+async fn read_reply(io: &mut (impl AsyncRead + Unpin)) -> Frame {
+    let mut size = [0u8; 4];
+    io.read_exact(&mut size).await.expect("reply size");
+    let mut frame = size.to_vec();
+    frame.resize(u32::from_le_bytes(size) as usize, 0);
+    io.read_exact(&mut frame[4..]).await.expect("reply");
+    decode(&frame).expect("a reply that decodes")
 }
 
 #[tokio::test]
@@ -641,11 +644,6 @@ async fn serve_connection_takes_any_byte_stream() {
         },
     });
     client.write_all(&bytes).await.expect("write");
-    let mut size = [0u8; 4];
-    client.read_exact(&mut size).await.expect("read");
-    let mut frame = size.to_vec();
-    frame.resize(u32::from_le_bytes(size) as usize, 0);
-    client.read_exact(&mut frame[4..]).await.expect("read");
-    let f = decode(&frame).expect("decode");
+    let f = read_reply(&mut client).await;
     assert!(matches!(f.body, Body::Rversion { msize: 4096, .. }));
 }

@@ -12,8 +12,8 @@ use toolsrv_client::{Auth, CallRequest, Client};
 
 use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, line, Figure};
-use crate::sshd::Sshd;
 use crate::stats::Summary;
+use toolsrv_testkit::Sshd;
 
 /// Measured calls per figure unless `--iters` says otherwise.
 pub const DEFAULT_ITERS: usize = 500;

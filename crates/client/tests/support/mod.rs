@@ -1,31 +1,26 @@
-//! Shared by the client's integration tests: the real `toolsrv` binary.
+//! Shared by the client's integration tests: bounded async waits. The server
+//! and its binary come from the test kit (crates/testkit).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#![allow(dead_code)]
 
-/// Locate (building if needed) the `toolsrv` binary of this target directory.
-pub fn toolsrv_bin() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // <target>/debug/deps/<test-binary>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in <target>/<profile>/deps");
-        let bin = profile_dir.join("toolsrv");
-        if !bin.exists() {
-            let target_dir = profile_dir.parent().expect("target dir");
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "toolsrv", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("run cargo build -p toolsrv");
-            assert!(status.success(), "cargo build -p toolsrv failed");
+use std::future::Future;
+use std::time::Duration;
+
+use toolsrv_testkit::WAIT;
+
+/// Run `fut` with the test's time bound.
+pub async fn bounded<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .expect("test step timed out")
+}
+
+/// Wait until `cond` holds (checked after every reply-processing chance).
+pub async fn until(mut cond: impl FnMut() -> bool) {
+    bounded(async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        assert!(bin.exists(), "{} is missing", bin.display());
-        bin
     })
-    .clone()
+    .await
 }

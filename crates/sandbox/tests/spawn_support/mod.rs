@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::io::Read;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::spawn::{spawn, Child, ExitStatus, SpawnError, SpawnSpec};
@@ -88,18 +88,7 @@ pub fn sh(script: &str, cwd: &str, confinement: Option<&Confinement>) -> (ExitSt
 
 /// The probe example binary (built by `cargo test`).
 pub fn probe() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let debug_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps");
-    let probe = debug_dir.join("examples").join("confine_probe");
-    assert!(
-        probe.exists(),
-        "{} missing: run `cargo test -p toolsrv-sandbox` (it builds the examples)",
-        probe.display()
-    );
-    probe
+    toolsrv_testkit::example("confine_probe")
 }
 
 /// Runs the probe with `args`, returning its single output line.

@@ -30,7 +30,7 @@ use serde_json::Value;
 use toolsrv_wire::{Body, OREAD};
 
 use crate::procs_util::{bg, call, error_text, load, ok_text, shell_session};
-use crate::util::{bin, build_example, start_server_at, wait_until, Raw, Server, WAIT};
+use crate::util::{cli, example, toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
 /// What Landlock makes a refused file operation print (EACCES).
 const EACCES: &str = "Permission denied";
@@ -48,17 +48,6 @@ fn q(p: &Path) -> String {
 /// `proc/list` as JSON.
 fn proc_list(c: &mut Raw) -> Value {
     serde_json::from_slice(&c.read_file("proc/list")).expect("proc/list JSON")
-}
-
-/// The `toolsrv` CLI as a client of `socket`, with nothing from our environment.
-fn cli(socket: &Path) -> Command {
-    let mut cmd = Command::new(bin());
-    cmd.arg("--socket")
-        .arg(socket)
-        .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_SOCKET")
-        .stdin(Stdio::null());
-    cmd
 }
 
 fn stderr_of(o: &Output) -> String {
@@ -82,7 +71,7 @@ fn stderr_of(o: &Output) -> String {
 #[test]
 fn env_overrides_of_a_tools_arguments_are_refused_and_nothing_runs() {
     let (srv, mut c) = shell_session(&[]);
-    let cwd = srv.dir.path().to_path_buf();
+    let cwd = srv.cwd().to_path_buf();
     let smuggled = cwd.join("smuggled");
     let bash_env = cwd.join("bash_env.sh");
     std::fs::write(&bash_env, format!("touch {}\n", q(&smuggled))).expect("bash_env script");
@@ -130,7 +119,7 @@ fn env_overrides_of_a_tools_arguments_are_refused_and_nothing_runs() {
 #[test]
 fn a_dangerous_command_hidden_in_an_env_value_is_refused() {
     let (srv, mut c) = shell_session(&[]);
-    let marker = srv.dir.path().join("ran");
+    let marker = srv.cwd().join("ran");
     let command = format!("touch {}; eval \"$PAYLOAD\"", q(&marker));
     let fields = [
         ("tool", "shell"),
@@ -254,7 +243,7 @@ impl OwnFiles {
     fn start() -> OwnFiles {
         let dir = tempfile::tempdir().expect("tempdir");
         let cwd = std::fs::canonicalize(dir.path()).expect("canonical");
-        let init = Command::new(bin())
+        let init = Command::new(toolsrv_bin())
             .args(["init", "--dir"])
             .arg(cwd.join("cfg"))
             .output()
@@ -272,7 +261,12 @@ impl OwnFiles {
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let policy = cwd.join("cfg/sandbox.yaml").display().to_string();
         let tools = cwd.join("cfg/tools").display().to_string();
-        let srv = start_server_at(dir, &cwd, &[], &["--sandbox", &policy, "--tools", &tools]);
+        let srv = Launch::new()
+            .cwd_dir(dir)
+            .listen(&cwd.join("toolsrv.sock"))
+            .log(&cwd.join("server.log"))
+            .args(["--sandbox", &policy, "--tools", &tools])
+            .start();
         let (mut conn, token) = srv.authed(SECRET);
         load(&mut conn, "a1", "shell");
         OwnFiles {
@@ -391,19 +385,17 @@ fn a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd() {
 /// as before (a file outside every rule stays unreadable).
 #[test]
 fn a_tool_cannot_create_the_policy_file_the_server_would_load() {
-    let dir = tempfile::tempdir().expect("tempdir");
     let cwd = tempfile::tempdir().expect("cwd");
     let outside = tempfile::tempdir().expect("outside");
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "outside-secret").expect("secret");
     let cfg = cwd.path().join("ollie");
     let cfg_s = cfg.display().to_string();
-    let srv = start_server_at(
-        dir,
-        cwd.path(),
-        &[("OLLIE_CFG_PATH", &cfg_s)],
-        &["--no-auth"],
-    );
+    let srv = Launch::new()
+        .cwd_dir(cwd)
+        .env("OLLIE_CFG_PATH", &cfg_s)
+        .arg("--no-auth")
+        .start();
     let mut c = srv.attached();
     load(&mut c, "a1", "shell");
     let sh =
@@ -458,13 +450,10 @@ fn a_credential_store_under_a_readable_rule_is_unreadable() {
     std::fs::write(&policy, rules.to_string()).expect("policy");
     let policy_s = policy.display().to_string();
     let home_s = h.display().to_string();
-    let cwd = tempfile::tempdir().expect("cwd");
-    let srv = start_server_at(
-        tempfile::tempdir().expect("dir"),
-        cwd.path(),
-        &[("HOME", &home_s)],
-        &["--no-auth", "--sandbox", &policy_s],
-    );
+    let srv = Launch::new()
+        .env("HOME", &home_s)
+        .args(["--no-auth", "--sandbox", &policy_s])
+        .start();
     let mut c = srv.attached();
     load(&mut c, "a1", "shell");
     let mut sh = |cmd: String| {
@@ -498,7 +487,7 @@ fn a_credential_store_under_a_readable_rule_is_unreadable() {
 #[test]
 fn a_session_or_agent_unsafe_in_a_path_is_refused() {
     let (srv, mut c) = shell_session(&[]);
-    let marker = srv.dir.path().join("ran");
+    let marker = srv.cwd().join("ran");
     let command = format!("touch {}", q(&marker));
     let cases = [
         (
@@ -579,7 +568,7 @@ fn the_client_refuses_a_secret_file_others_can_read_or_another_user_owns() {
 /// the version exchange but never the secret.
 #[test]
 fn the_client_refuses_to_send_its_secret_to_a_server_of_another_uid() {
-    let impostor = build_example("otheruid");
+    let impostor = example("otheruid");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let socket = dir.path().join("s.sock");
@@ -669,7 +658,7 @@ fn a_closed_stdout_ends_the_cli_quietly() {
     }
     let out = Command::new("sh")
         .arg("-c")
-        .arg(format!("{} ps | head -1", q(Path::new(bin()))))
+        .arg(format!("{} ps | head -1", q(Path::new(toolsrv_bin()))))
         .env("TOOLSRV_SOCKET", &srv.socket)
         .env("TOOLSRV_SECRET", "unused-under-no-auth")
         .output()
