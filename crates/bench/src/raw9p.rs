@@ -125,41 +125,11 @@ impl Raw9p {
         for _ in 0..std::mem::take(&mut self.unread_clunks) {
             expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
         }
-        let walk = Body::Twalk {
-            fid: ROOT,
-            newfid: FILE,
-            wnames: vec![name.to_string()],
-        };
-        let t = self.next_tag();
-        self.push(t, walk);
-        let t = self.next_tag();
-        self.push(
-            t,
-            Body::Topen {
-                fid: FILE,
-                mode: OREAD,
-            },
-        );
-        let read = Body::Tread {
-            fid: FILE,
-            offset: 0,
-            count: MSIZE - 24,
-        };
-        let t = self.next_tag();
-        self.push(t, read);
+        self.push_open_read(FILE, name);
         let t = self.next_tag();
         self.push(t, Body::Tclunk { fid: FILE });
         self.flush().await?;
-        expect(self.recv().await?, "Twalk", |b| {
-            matches!(b, Body::Rwalk { .. })
-        })?;
-        expect(self.recv().await?, "Topen", |b| {
-            matches!(b, Body::Ropen { .. })
-        })?;
-        let data = match self.recv().await? {
-            Body::Rread { data } => data,
-            b => return Err(unexpected("Tread", &b)),
-        };
+        let data = self.recv_open_read().await?;
         expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
         Ok(data)
     }
@@ -170,6 +140,22 @@ impl Raw9p {
     pub async fn read_file_clunk_after(&mut self, name: &str) -> Result<Vec<u8>, RawError> {
         let fid = self.next_fid;
         self.next_fid = if fid == FILE { FILE_B } else { FILE };
+        self.push_open_read(fid, name);
+        self.flush().await?;
+        for _ in 0..std::mem::take(&mut self.unread_clunks) {
+            expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
+        }
+        let data = self.recv_open_read().await?;
+        let t = self.next_tag();
+        self.push(t, Body::Tclunk { fid });
+        self.flush().await?;
+        self.unread_clunks += 1;
+        Ok(data)
+    }
+
+    /// Queue Twalk (from the root to the one-element `name`, as `fid`),
+    /// Topen and a Tread of as much as fits.
+    fn push_open_read(&mut self, fid: u32, name: &str) {
         let walk = Body::Twalk {
             fid: ROOT,
             newfid: fid,
@@ -186,25 +172,20 @@ impl Raw9p {
         };
         let t = self.next_tag();
         self.push(t, read);
-        self.flush().await?;
-        for _ in 0..std::mem::take(&mut self.unread_clunks) {
-            expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
-        }
+    }
+
+    /// The replies to [`Self::push_open_read`]: the data read.
+    async fn recv_open_read(&mut self) -> Result<Vec<u8>, RawError> {
         expect(self.recv().await?, "Twalk", |b| {
             matches!(b, Body::Rwalk { .. })
         })?;
         expect(self.recv().await?, "Topen", |b| {
             matches!(b, Body::Ropen { .. })
         })?;
-        let data = match self.recv().await? {
-            Body::Rread { data } => data,
-            b => return Err(unexpected("Tread", &b)),
-        };
-        let t = self.next_tag();
-        self.push(t, Body::Tclunk { fid });
-        self.flush().await?;
-        self.unread_clunks += 1;
-        Ok(data)
+        match self.recv().await? {
+            Body::Rread { data } => Ok(data),
+            b => Err(unexpected("Tread", &b)),
+        }
     }
 
     fn next_tag(&mut self) -> u16 {
