@@ -78,8 +78,10 @@ impl Client {
 
     /// The session token read during authentication (64 hex characters), or
     /// `None` when the server does not require authentication. After a
-    /// reconnect to a restarted server this is the new server's token.
-    pub fn token(&self) -> Option<&str> {
+    /// reconnect to a restarted server this is the new server's token. The
+    /// returned handle shares the string (no copy) and stays valid after a
+    /// later reconnect; call again to see the current token.
+    pub fn token(&self) -> Option<Arc<str>> {
         self.inner.token()
     }
 
