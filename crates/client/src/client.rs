@@ -11,9 +11,9 @@ use crate::auth::Auth;
 use crate::conn::{Pending, Req, REQUESTED_MSIZE};
 use crate::error::ClientError;
 use crate::file::{FidGuard, RemoteFile};
-use crate::path::{elements, walk_reqs};
 use crate::reply;
 use crate::session::{Session, Slot};
+use crate::walk::Walk;
 
 /// A connection to a toolsrv server. Cheap to clone; all clones share one
 /// connection, which closes when the last clone (and every [`RemoteFile`]) is
@@ -78,8 +78,10 @@ impl Client {
 
     /// The session token read during authentication (64 hex characters), or
     /// `None` when the server does not require authentication. After a
-    /// reconnect to a restarted server this is the new server's token.
-    pub fn token(&self) -> Option<&str> {
+    /// reconnect to a restarted server this is the new server's token. The
+    /// returned handle shares the string (no copy) and stays valid after a
+    /// later reconnect; call again to see the current token.
+    pub fn token(&self) -> Option<Arc<str>> {
         self.inner.token()
     }
 
@@ -150,11 +152,10 @@ impl Client {
     /// Tread: the server answers a read that cannot complete at once in its
     /// own task, and a clunk arriving meanwhile cancels it.)
     pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, ClientError> {
-        let names = elements(path);
-        let counts = walk_reqs(0, 0, &names).1;
+        let walk = Walk::new(path);
         let (s, fid, pending) = self
             .begin(|s, fid| {
-                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                let mut reqs = walk.reqs(s.root, fid);
                 reqs.push(Req::body(Body::Topen { fid, mode: OREAD }));
                 reqs.push(Req::read(fid, 0, s.conn.max_io()));
                 reqs
@@ -165,10 +166,7 @@ impl Client {
         // Dropped on every path out of here: clunks without waiting.
         let _guard = FidGuard::new(conn.clone(), fid);
         let mut pending = pending.into_iter();
-        let mut first_err = None;
-        for (n, p) in counts.iter().zip(pending.by_ref()) {
-            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
-        }
+        let mut first_err = walk.replies(&mut pending).await?;
         let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
         keep_first(&mut first_err, reply::open(next()?.await?).err());
         let data = reply::read(next()?.await?);
@@ -227,11 +225,10 @@ impl Client {
 
     /// Open `path` with `mode` (`OREAD`, `OWRITE`, `ORDWR`, ...).
     pub async fn open(&self, path: &str, mode: u8) -> Result<RemoteFile, ClientError> {
-        let names = elements(path);
-        let counts = walk_reqs(0, 0, &names).1;
+        let walk = Walk::new(path);
         let (s, fid, pending) = self
             .begin(|s, fid| {
-                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                let mut reqs = walk.reqs(s.root, fid);
                 reqs.push(Req::body(Body::Topen { fid, mode }));
                 reqs
             })
@@ -239,17 +236,14 @@ impl Client {
         // From here on the fid is clunked whatever happens.
         let guard = FidGuard::new(s.conn.clone(), fid);
         let mut pending = pending.into_iter();
-        let mut first_err = None;
-        for (n, p) in counts.iter().zip(pending.by_ref()) {
-            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
-        }
+        let walked = walk.replies(&mut pending).await?;
         let opened = reply::open(
             pending
                 .next()
                 .ok_or_else(|| internal("missing Ropen"))?
                 .await?,
         );
-        if let Some(e) = first_err {
+        if let Some(e) = walked {
             return Err(e);
         }
         let (qid, iounit) = opened?;
@@ -280,25 +274,21 @@ impl Client {
 
     /// The stat entry of `path` (walk, Tstat and Tclunk in one write).
     pub async fn stat(&self, path: &str) -> Result<Stat, ClientError> {
-        let names = elements(path);
-        let counts = walk_reqs(0, 0, &names).1;
+        let walk = Walk::new(path);
         let (_s, _fid, pending) = self
             .begin(|s, fid| {
-                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                let mut reqs = walk.reqs(s.root, fid);
                 reqs.push(Req::body(Body::Tstat { fid }));
                 reqs.push(Req::clunk(fid));
                 reqs
             })
             .await?;
         let mut pending = pending.into_iter();
-        let mut first_err = None;
-        for (n, p) in counts.iter().zip(pending.by_ref()) {
-            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
-        }
+        let walked = walk.replies(&mut pending).await?;
         let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
         let stat = reply::stat(next()?.await?);
         let _ = next()?.await?;
-        if let Some(e) = first_err {
+        if let Some(e) = walked {
             return Err(e);
         }
         stat
@@ -323,8 +313,7 @@ impl Client {
         end: End,
         make: impl Fn(Option<&str>) -> Cow<'r, [u8]>,
     ) -> Result<Vec<u8>, ClientError> {
-        let names = elements(path);
-        let counts = walk_reqs(0, 0, &names).1;
+        let walk = Walk::new(path);
         let mut s = self.inner.session().await?;
         let mut retried = false;
         let (request, fid, pending) = loop {
@@ -332,7 +321,7 @@ impl Client {
             let max = s.conn.max_io();
             let first_write = request.len().min(max as usize);
             let sent = s.conn.alloc_fid().and_then(|fid| {
-                let mut reqs = walk_reqs(s.root, fid, &names).0;
+                let mut reqs = walk.reqs(s.root, fid);
                 reqs.push(Req::body(Body::Topen { fid, mode }));
                 if !request.is_empty() {
                     reqs.push(Req::write(fid, 0, &request[..first_write]));
@@ -358,10 +347,7 @@ impl Client {
         let pipelined = first_write == request.len();
         let guard = FidGuard::new(conn.clone(), fid);
         let mut pending = pending.into_iter();
-        let mut first_err = None;
-        for (n, p) in counts.iter().zip(pending.by_ref()) {
-            keep_first(&mut first_err, reply::walk(p.await?, *n, path).err());
-        }
+        let mut first_err = walk.replies(&mut pending).await?;
         let mut next = || pending.next().ok_or_else(|| internal("missing reply"));
         keep_first(&mut first_err, reply::open(next()?.await?).err());
         let mut written = 0usize;

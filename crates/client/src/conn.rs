@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
-use toolsrv_wire::{decode, encode, Body, Frame, HEADER_LEN, NOTAG, VERSION_9P2000};
+use toolsrv_wire::{decode, encode, encode_twrite, Body, Frame, HEADER_LEN, NOTAG, VERSION_9P2000};
 
 use crate::alloc::{FidAllocator, TagAllocator};
 use crate::error::ClientError;
@@ -34,8 +34,6 @@ pub(crate) const REQUESTED_MSIZE: u32 = 1 << 20;
 pub(crate) const IO_HEADER: u32 = 24;
 /// The smallest msize the client accepts from a server.
 pub(crate) const MIN_MSIZE: u32 = 256;
-/// Message type of `Twrite` (encoded by hand to avoid copying the data).
-const TWRITE: u8 = 118;
 
 /// What to do with the reply of an outstanding tag.
 enum Waiter {
@@ -85,7 +83,7 @@ impl State {
 pub(crate) enum Msg<'a> {
     /// Any message, encoded by the wire codec.
     Body(Body),
-    /// A `Twrite`, encoded straight from the borrowed data.
+    /// A `Twrite`, encoded straight from the borrowed data (no copy into a `Body`).
     Write {
         fid: u32,
         offset: u64,
@@ -594,18 +592,7 @@ fn set_waiter(st: &mut State, tag: u16, w: Waiter) {
 fn encode_msg(tag: u16, msg: Msg<'_>, out: &mut Vec<u8>) {
     match msg {
         Msg::Body(body) => encode(&Frame { tag, body }, out),
-        Msg::Write { fid, offset, data } => {
-            // size[4] type[1] tag[2] fid[4] offset[8] count[4] data[count]
-            let size = 23 + data.len();
-            out.reserve(size);
-            out.extend_from_slice(&(size as u32).to_le_bytes());
-            out.push(TWRITE);
-            out.extend_from_slice(&tag.to_le_bytes());
-            out.extend_from_slice(&fid.to_le_bytes());
-            out.extend_from_slice(&offset.to_le_bytes());
-            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            out.extend_from_slice(data);
-        }
+        Msg::Write { fid, offset, data } => encode_twrite(tag, fid, offset, data, out),
     }
 }
 

@@ -29,12 +29,12 @@ mod client;
 mod conn;
 mod error;
 mod file;
-mod path;
 pub mod remote;
 mod reply;
 pub mod secret;
 mod session;
 mod tools;
+mod walk;
 
 pub use address::{Address, AddressError, SshAddress};
 pub use auth::Auth;

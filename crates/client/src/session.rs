@@ -91,16 +91,11 @@ pub(crate) struct Slot {
     reconnecting: tokio::sync::Mutex<()>,
     /// The reconnect window in milliseconds (0: never reconnect).
     window_ms: AtomicU64,
-    /// Every distinct token this client has had, kept until the slot drops so
-    /// that [`Slot::token`] can lend a `&str` (append-only; one entry per server
-    /// instance the client authenticated with).
-    tokens: Mutex<Vec<Arc<str>>>,
 }
 
 impl Slot {
     /// A slot whose first session is `first`.
     pub(crate) fn new(socket: &Path, auth: Auth, msize: u32, first: Session) -> Slot {
-        let tokens = first.token.iter().cloned().collect();
         Slot {
             socket: socket.to_path_buf(),
             auth,
@@ -108,7 +103,6 @@ impl Slot {
             current: Mutex::new(Arc::new(first)),
             reconnecting: tokio::sync::Mutex::new(()),
             window_ms: AtomicU64::new(DEFAULT_RECONNECT_WINDOW.as_millis() as u64),
-            tokens: Mutex::new(tokens),
         }
     }
 
@@ -128,18 +122,9 @@ impl Slot {
         );
     }
 
-    /// The current token, lent for as long as the slot lives.
-    pub(crate) fn token(&self) -> Option<&str> {
-        let t = self.current().token.clone()?;
-        let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        let kept = tokens.iter().find(|k| ***k == *t)?;
-        let ptr: *const str = Arc::as_ptr(kept);
-        drop(tokens);
-        // Safety: `tokens` is append-only and dropped only with the slot, so the
-        // Arc it holds keeps this allocation alive, at the same address (an Arc's
-        // contents never move), for at least as long as `&self` is borrowed; the
-        // string is never mutated.
-        Some(unsafe { &*ptr })
+    /// The current session's token (a shared handle: no copy of the string).
+    pub(crate) fn token(&self) -> Option<Arc<str>> {
+        self.current().token.clone()
     }
 
     /// A live session: the current one, or a new connection if it is dead.
@@ -198,12 +183,6 @@ impl Slot {
 
     /// Make `s` the current session.
     fn install(&self, s: Session, attempts: u32) -> Arc<Session> {
-        if let Some(t) = &s.token {
-            let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-            if !tokens.iter().any(|k| **k == **t) {
-                tokens.push(t.clone());
-            }
-        }
         let s = Arc::new(s);
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = s.clone();
         tracing::info!(socket = %self.socket.display(), attempts, "reconnected to the server");

@@ -83,7 +83,7 @@ async fn the_same_client_and_its_clones_work_after_a_server_restart() {
     let new_token = c.token().expect("token").to_owned();
     assert_eq!(new_token.len(), 64);
     assert_ne!(new_token, old_token, "a new server issues a new token");
-    assert_eq!(clone.token(), Some(new_token.as_str()));
+    assert_eq!(clone.token().as_deref(), Some(&*new_token));
 
     // The new server's registry is empty: the call is refused for that reason,
     // not for its token.

@@ -263,7 +263,7 @@ async fn secret_auth_gives_a_stable_token_and_rejects_other_secrets() {
     let b = bounded(Client::connect(&s.socket, Auth::Secret("s3cret".into())))
         .await
         .expect("second connect");
-    assert_eq!(b.token(), Some(token.as_str()));
+    assert_eq!(b.token().as_deref(), Some(&*token));
     assert!(!bounded(b.read_file("info")).await.expect("read").is_empty());
     let e = bounded(Client::connect(&s.socket, Auth::Secret("other".into())))
         .await

@@ -1,13 +1,13 @@
 //! The client subcommands (CONTRACT §10).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use toolsrv_client::{Auth, Client};
+use toolsrv_client::Client;
 use toolsrv_wire::DMDIR;
 
 use crate::cli::{Command, Global};
+use crate::connect::connect;
 use crate::output::{for_terminal, is_stdout_closed, json_for_terminal, outln, write_raw};
 
 /// Run a client subcommand; errors go to stderr with exit 1. A closed stdout
@@ -27,73 +27,6 @@ pub fn main(global: &Global, cmd: Command) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-pub(crate) fn socket_path(global: &Global) -> Result<PathBuf> {
-    global
-        .socket
-        .clone()
-        .or_else(|| {
-            std::env::var_os("TOOLSRV_SOCKET")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .ok_or_else(|| anyhow!("no socket: pass --socket PATH or set TOOLSRV_SOCKET"))
-}
-
-/// Whether the socket is an `ssh://` address.
-pub fn is_remote(global: &Global) -> bool {
-    socket_path(global).is_ok_and(|s| {
-        s.to_str()
-            .is_some_and(|t| t.starts_with(toolsrv_client::address::SSH_SCHEME))
-    })
-}
-
-pub(crate) async fn connect(global: &Global) -> Result<Client> {
-    let socket = socket_path(global)?;
-    if let toolsrv_client::Address::Ssh(a) = toolsrv_client::Address::parse(&socket)? {
-        // Brought up if needed; the secret is the one pinned on the remote.
-        let local = crate::remote_cmd::ensure_up(&a)?;
-        let secret = toolsrv_client::secret::socket_secret(&local)?;
-        let c = Client::connect(&local, Auth::Secret(secret))
-            .await
-            .with_context(|| format!("cannot connect to {a} through {}", local.display()))?;
-        c.set_reconnect_timeout(toolsrv_client::remote::REMOTE_RECONNECT_WINDOW);
-        return Ok(c);
-    }
-    let has_secret = std::env::var_os(toolsrv_client::secret::SECRET_ENV)
-        .is_some_and(|v| !v.is_empty())
-        || global.secret_file.is_some()
-        || toolsrv_client::secret::default_secret_path(&socket).exists();
-    if !has_secret {
-        // First use: make a secret only for a server that is there and wants
-        // one (a `--no-auth` server takes an unauthenticated attach).
-        if let Err(e) = std::os::unix::net::UnixStream::connect(&socket) {
-            return Err(no_server(&socket, e));
-        }
-        if let Ok(c) = Client::connect(&socket, Auth::None).await {
-            return Ok(c);
-        }
-    }
-    let secret = toolsrv_client::secret::resolve_secret(&socket, global.secret_file.as_deref())?;
-    Client::connect(&socket, Auth::Secret(secret))
-        .await
-        .map_err(|e| match e {
-            toolsrv_client::ClientError::Io { source, .. } => no_server(&socket, source),
-            e => e.into(),
-        })
-}
-
-/// The error for a socket nobody answers on, with what to do about it.
-fn no_server(socket: &std::path::Path, e: std::io::Error) -> anyhow::Error {
-    let hint = match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => format!(
-            " (is the server running? start it with `toolsrv serve --listen {}`)",
-            socket.display()
-        ),
-        _ => String::new(),
-    };
-    anyhow!("cannot connect to {}: {e}{hint}", socket.display())
 }
 
 async fn run(global: &Global, cmd: Command) -> Result<ExitCode> {

@@ -9,7 +9,7 @@ use crate::output::{for_terminal, json_for_terminal, outln};
 
 /// Loads `tool` for `agent` if needed and prints what it takes.
 pub async fn describe(client: &Client, global: &Global, agent: &str, tool: &str) -> Result<()> {
-    crate::proc_cmd::ensure_loaded(client, agent, tool).await?;
+    crate::request::ensure_loaded(client, agent, tool).await?;
     let info = client
         .tools(agent)
         .await?

@@ -3,17 +3,21 @@
 //! - [`cli`]: the command line (clap): global flags and every subcommand.
 //! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
 //! - [`client_cmd`]: the client subcommands, over the client library.
+//! - [`connect`]: which server the client commands talk to, and connecting to it.
 //! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
+//! - [`request`]: what `call`, `bg` and `describe` do before a tool runs (the
+//!   request, loading the tool, the working-directory retry).
 //! - [`output`]: printing that survives a closed stdout; escaping for the terminal.
 //! - [`remote_cmd`]: `toolsrv remote up|status|down` and `ssh://` sockets.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod cli;
 mod client_cmd;
+mod connect;
 mod describe;
 mod docs;
 mod init;
@@ -23,6 +27,7 @@ mod output;
 mod paths;
 mod proc_cmd;
 mod remote_cmd;
+mod request;
 mod runtime;
 mod serve;
 mod stream;

@@ -44,7 +44,7 @@ async fn run(global: &Global, a: McpArgs) -> Result<()> {
     toolsrv_protocol::validate_agent_id(&a.agent)
         .map_err(|e| anyhow!("invalid agent {:?}: {e}", a.agent))?;
     let listen = a.http.as_deref().map(HttpListen::parse).transpose()?;
-    let client = crate::client_cmd::connect(global).await?;
+    let client = crate::connect::connect(global).await?;
     let tools: Vec<&str> = a
         .load
         .iter()
@@ -91,7 +91,7 @@ async fn serve_http(
             let file = match &a.token_file {
                 Some(f) => f.clone(),
                 None => {
-                    let mut p = crate::client_cmd::socket_path(global)?.into_os_string();
+                    let mut p = crate::connect::socket_path(global)?.into_os_string();
                     p.push(".mcp-token");
                     PathBuf::from(p)
                 }

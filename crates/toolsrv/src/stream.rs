@@ -15,7 +15,7 @@ use crate::output::{outln, write_raw};
 
 /// Run `a`, printing its output as it comes; the exit code as `call`'s.
 pub async fn call(client: &Client, global: &crate::cli::Global, a: &CallArgs) -> Result<ExitCode> {
-    let pid = crate::proc_cmd::start_bg(client, global, a).await?;
+    let pid = crate::request::start_bg(client, global, a).await?;
     let outcome = tokio::select! {
         r = follow(client, pid) => r,
         _ = tokio::signal::ctrl_c() => {

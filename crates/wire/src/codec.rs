@@ -5,7 +5,7 @@
 //! remain in the frame before anything is allocated or copied.
 
 use crate::decode_body::read_body;
-use crate::encode_body::{body_len, put_body};
+use crate::encode_body::{body_len, put_body, put_twrite, twrite_len};
 use crate::message::{msgtype, Frame, Stat, HEADER_LEN};
 use crate::reader::Reader;
 use crate::stat::{put_stat, read_stat, stat_len};
@@ -76,13 +76,34 @@ pub fn encoded_len(frame: &Frame) -> usize {
 /// `size[4]`. Walk lists longer than 16 are written as given (a peer rejects them).
 pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
     let len = encoded_len(frame);
+    let start = put_header(out, len, frame.body.type_id(), frame.tag);
+    put_body(out, &frame.body);
+    debug_assert_eq!(out.len() - start, len, "encoded_len disagrees with encode");
+}
+
+/// Append a `Twrite` frame of borrowed `data`: the bytes [`encode`] appends for
+/// `Body::Twrite { fid, offset, data }` (clipping included), without copying
+/// the data into a [`Body`](crate::Body) first. For senders of large writes.
+pub fn encode_twrite(tag: u16, fid: u32, offset: u64, data: &[u8], out: &mut Vec<u8>) {
+    let len = HEADER_LEN + twrite_len(data);
+    let start = put_header(out, len, msgtype::TWRITE, tag);
+    put_twrite(out, fid, offset, data);
+    debug_assert_eq!(
+        out.len() - start,
+        len,
+        "twrite_len disagrees with put_twrite"
+    );
+}
+
+/// Reserve room for a frame of `len` bytes and append its `size[4] type[1]
+/// tag[2]`; returns where the frame starts in `out`.
+fn put_header(out: &mut Vec<u8>, len: usize, ty: u8, tag: u16) -> usize {
     out.reserve(len);
     let start = out.len();
     out.extend_from_slice(&saturating_u32(len).to_le_bytes());
-    out.push(frame.body.type_id());
-    out.extend_from_slice(&frame.tag.to_le_bytes());
-    put_body(out, &frame.body);
-    debug_assert_eq!(out.len() - start, len, "encoded_len disagrees with encode");
+    out.push(ty);
+    out.extend_from_slice(&tag.to_le_bytes());
+    start
 }
 
 /// Encode a frame into a new vector.
@@ -106,4 +127,60 @@ pub fn decode_stat(buf: &[u8]) -> Result<(Stat, usize), String> {
     let mut r = Reader::new(buf);
     let stat = read_stat(&mut r).map_err(|f| f.reason("stat entry"))?;
     Ok((stat, buf.len() - r.remaining()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Body;
+
+    fn full(tag: u16, fid: u32, offset: u64, data: &[u8]) -> Vec<u8> {
+        encode_to_vec(&Frame {
+            tag,
+            body: Body::Twrite {
+                fid,
+                offset,
+                data: data.to_vec(),
+            },
+        })
+    }
+
+    #[test]
+    fn encode_twrite_matches_encode_of_the_body() {
+        let big: Vec<u8> = (0..70_000u32).map(|i| i as u8).collect();
+        let cases: [(u16, u32, u64, &[u8]); 5] = [
+            (0, 0, 0, b""),
+            (1, 2, 3, b"hello"),
+            (0xFFFE, u32::MAX - 1, u64::MAX, b"\0\xff\n"),
+            (crate::NOTAG, crate::NOFID, 1 << 40, &big[..1]),
+            (7, 9, 65_536, &big),
+        ];
+        for (tag, fid, offset, data) in cases {
+            let mut out = Vec::new();
+            encode_twrite(tag, fid, offset, data, &mut out);
+            assert_eq!(out, full(tag, fid, offset, data), "tag {tag} fid {fid}");
+            assert_eq!(
+                decode(&out),
+                Ok(Frame {
+                    tag,
+                    body: Body::Twrite {
+                        fid,
+                        offset,
+                        data: data.to_vec()
+                    }
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn encode_twrite_appends_after_existing_bytes() {
+        let mut out = b"prefix".to_vec();
+        encode_twrite(5, 6, 7, b"data", &mut out);
+        encode_twrite(8, 9, 10, b"", &mut out);
+        let mut want = b"prefix".to_vec();
+        want.extend(full(5, 6, 7, b"data"));
+        want.extend(full(8, 9, 10, b""));
+        assert_eq!(out, want);
+    }
 }

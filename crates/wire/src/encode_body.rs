@@ -39,7 +39,7 @@ pub(crate) fn body_len(body: &Body) -> usize {
         Body::Tcreate { name, .. } => 4 + str_len(name) + 4 + 1,
         Body::Tread { .. } => 16,
         Body::Rread { data } => 4 + data_of(data).len(),
-        Body::Twrite { data, .. } => 16 + data_of(data).len(),
+        Body::Twrite { data, .. } => twrite_len(data),
         Body::Rwrite { .. } | Body::Tclunk { .. } | Body::Tremove { .. } | Body::Tstat { .. } => 4,
         Body::Rstat { stat } => 2 + stat_len(stat),
         Body::Twstat { stat, .. } => 4 + 2 + stat_len(stat),
@@ -118,11 +118,7 @@ pub(crate) fn put_body(out: &mut Vec<u8>, body: &Body) {
             put_u32(out, *count);
         }
         Body::Rread { data } => put_data(out, data),
-        Body::Twrite { fid, offset, data } => {
-            put_u32(out, *fid);
-            put_u64(out, *offset);
-            put_data(out, data);
-        }
+        Body::Twrite { fid, offset, data } => put_twrite(out, *fid, *offset, data),
         Body::Rwrite { count } => put_u32(out, *count),
         Body::Tclunk { fid } | Body::Tremove { fid } | Body::Tstat { fid } => put_u32(out, *fid),
         Body::Rstat { stat } => {
@@ -135,6 +131,18 @@ pub(crate) fn put_body(out: &mut Vec<u8>, body: &Body) {
             put_stat(out, stat);
         }
     }
+}
+
+/// Wire length of a `Twrite` body of `data`.
+pub(crate) fn twrite_len(data: &[u8]) -> usize {
+    16 + data_of(data).len()
+}
+
+/// Append the fields of a `Twrite` body: `fid[4] offset[8] count[4] data[count]`.
+pub(crate) fn put_twrite(out: &mut Vec<u8>, fid: u32, offset: u64, data: &[u8]) {
+    put_u32(out, fid);
+    put_u64(out, offset);
+    put_data(out, data);
 }
 
 fn put_data(out: &mut Vec<u8>, data: &[u8]) {

@@ -9,7 +9,8 @@
 //! Baselines: `std::process::Command` (output captured through pipes, as the
 //! server does) and `posix_spawn` with stdio inherited. Goals: the `--yolo`
 //! call at most 1.3x the bare `Command` run; sandboxed at most 1.15x `--yolo`.
-//! Then runs the throughput (`call-throughput`) and streaming (`call-stream`) parts.
+//! The `call` bench runs this part (`call-rtt`), then `call-throughput` and
+//! `call-stream` (see [`crate::benches`]).
 
 use std::time::{Duration, Instant};
 
@@ -18,11 +19,11 @@ use toolsrv_client::{CallRequest, Client};
 
 use crate::agent::{call_ok, connect};
 use crate::bare::{command, cpu_time, PosixSpawn};
+use crate::benches::fixtures::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, human, time_line, Figure, Target};
-use crate::server::{ServerOpts, ServerProcess};
 use crate::stats::Summary;
-use crate::tooldir::{write_bench_tools, TRUE_EXEC, TRUE_SH, ZEROS};
+use crate::tooldir::{TRUE_EXEC, TRUE_SH};
 
 /// Measured calls per figure unless `--iters` says otherwise.
 pub const DEFAULT_ITERS: usize = 2_000;
@@ -39,57 +40,8 @@ pub const GOAL_CONTAINMENT: Target = Target::AtMost(1.15);
 /// Sandboxed (and contained) call vs bare fork+exec+wait.
 pub const GOAL_SANDBOXED_VS_BARE: Target = Target::AtMost(1.3);
 
-/// The two servers every `call` part runs against, sharing one tools directory.
-pub struct Servers {
-    /// The tools directory (kept alive while the servers run).
-    _tools: tempfile::TempDir,
-    /// `--yolo`.
-    pub yolo: ServerProcess,
-    /// The default: Landlock sandbox on.
-    pub sandboxed: ServerProcess,
-    /// Sandboxed, without containment (`TOOLSRV_CONTAINMENT=none`).
-    pub uncontained: ServerProcess,
-}
-
-impl Servers {
-    /// Write the bench tools and start both servers (authenticated).
-    pub fn start(ctx: &Ctx) -> Result<Servers> {
-        let tools = tempfile::Builder::new()
-            .prefix("toolsrv-bench-tools")
-            .tempdir()
-            .context("cannot create the tools directory")?;
-        write_bench_tools(tools.path()).context("cannot write the bench tools")?;
-        let opts = |yolo, containment| ServerOpts {
-            auth: true,
-            yolo,
-            tools: Some(tools.path().to_path_buf()),
-            containment,
-            extra: Vec::new(),
-        };
-        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
-        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;
-        let uncontained = ServerProcess::start_with(&ctx.bin, &opts(false, Some("none")))?;
-        Ok(Servers {
-            _tools: tools,
-            yolo,
-            sandboxed,
-            uncontained,
-        })
-    }
-}
-
-/// The tools every agent of these benches loads.
-pub const TOOLS: &[&str] = &[TRUE_SH, TRUE_EXEC, ZEROS];
-
-/// Run all three parts of `call`.
-pub fn run(ctx: &Ctx) -> Result<()> {
-    run_latency(ctx)?;
-    crate::benches::call_throughput::run(ctx)?;
-    crate::benches::call_stream::run(ctx)
-}
-
 /// Part (a): sync call round trips.
-pub fn run_latency(ctx: &Ctx) -> Result<()> {
+pub fn run(ctx: &Ctx) -> Result<()> {
     let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
     let warmup = WARMUP.min(iters);
     let servers = Servers::start(ctx)?;

@@ -19,7 +19,7 @@ use toolsrv_client::{Auth, CallRequest, Client};
 
 use crate::agent::connect;
 use crate::bare::cpu_time;
-use crate::benches::call::{Servers, TOOLS};
+use crate::benches::fixtures::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{human, median_f64, rate_line, Target};
 use crate::server::{ServerProcess, SECRET};

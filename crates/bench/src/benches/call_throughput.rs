@@ -15,7 +15,7 @@ use toolsrv_client::{CallRequest, Client};
 
 use crate::agent::{call_ok, connect};
 use crate::bare::{command, cpu_time};
-use crate::benches::call::{Servers, TOOLS};
+use crate::benches::fixtures::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{human, median_f64, rate_line, Target};
 use crate::sched::{process_wait, thread_wait, CpuTicks};

@@ -8,6 +8,7 @@ pub mod call;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
+pub mod fixtures;
 pub mod load;
 pub mod mcp;
 pub mod remote;
@@ -53,7 +54,7 @@ pub const ALL: &[Bench] = &[
     Bench {
         name: "call",
         about: "call-rtt, call-throughput and call-stream, one after the other",
-        run: call::run,
+        run: call_all,
     },
     Bench {
         name: "mcp",
@@ -83,7 +84,7 @@ pub const PARTS: &[Bench] = &[
     Bench {
         name: "call-rtt",
         about: "sync call round trip of a trivial tool vs bare fork+exec+wait",
-        run: call::run_latency,
+        run: call::run,
     },
     Bench {
         name: "call-throughput",
@@ -96,6 +97,13 @@ pub const PARTS: &[Bench] = &[
         run: call_stream::run,
     },
 ];
+
+/// The `call` bench: its three parts, one after the other.
+fn call_all(ctx: &Ctx) -> anyhow::Result<()> {
+    call::run(ctx)?;
+    call_throughput::run(ctx)?;
+    call_stream::run(ctx)
+}
 
 /// Build a tokio runtime of `flavour`.
 pub fn runtime(flavour: Flavour) -> std::io::Result<tokio::runtime::Runtime> {

@@ -18,8 +18,9 @@ use toolsrv_client::CallRequest;
 
 use crate::agent::connect;
 use crate::bare::{bwrap_argv, vm_rss};
-use crate::benches::call::{interleaved, Op, Servers, TOOLS};
+use crate::benches::call::{interleaved, Op};
 use crate::benches::call_throughput::agents_round;
+use crate::benches::fixtures::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, median_f64, rate_line, time_line, Target};
 use crate::server::{ServerOpts, ServerProcess};

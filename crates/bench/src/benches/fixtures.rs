@@ -1,0 +1,51 @@
+//! What the `call` parts and `sandbox` share: the servers they run against
+//! and the tools their agents load.
+
+use anyhow::{Context, Result};
+
+use crate::benches::Ctx;
+use crate::server::{ServerOpts, ServerProcess};
+use crate::tooldir::{write_bench_tools, TRUE_EXEC, TRUE_SH, ZEROS};
+
+/// The servers every `call` part (and `sandbox`) runs against, sharing one
+/// tools directory.
+pub struct Servers {
+    /// The tools directory (kept alive while the servers run).
+    _tools: tempfile::TempDir,
+    /// `--yolo`.
+    pub yolo: ServerProcess,
+    /// The default: Landlock sandbox on.
+    pub sandboxed: ServerProcess,
+    /// Sandboxed, without containment (`TOOLSRV_CONTAINMENT=none`).
+    pub uncontained: ServerProcess,
+}
+
+impl Servers {
+    /// Write the bench tools and start the three servers (authenticated).
+    pub fn start(ctx: &Ctx) -> Result<Servers> {
+        let tools = tempfile::Builder::new()
+            .prefix("toolsrv-bench-tools")
+            .tempdir()
+            .context("cannot create the tools directory")?;
+        write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+        let opts = |yolo, containment| ServerOpts {
+            auth: true,
+            yolo,
+            tools: Some(tools.path().to_path_buf()),
+            containment,
+            extra: Vec::new(),
+        };
+        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
+        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;
+        let uncontained = ServerProcess::start_with(&ctx.bin, &opts(false, Some("none")))?;
+        Ok(Servers {
+            _tools: tools,
+            yolo,
+            sandboxed,
+            uncontained,
+        })
+    }
+}
+
+/// The tools every agent of these benches loads.
+pub const TOOLS: &[&str] = &[TRUE_SH, TRUE_EXEC, ZEROS];

@@ -1,0 +1,81 @@
+//! Which server the client commands talk to (`--socket`, `$TOOLSRV_SOCKET`; a
+//! local socket or an `ssh://` address), and connecting to it with the right
+//! secret (CONTRACT §10).
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use toolsrv_client::{Auth, Client};
+
+use crate::cli::Global;
+
+/// The socket or `ssh://` address: `--socket`, else `$TOOLSRV_SOCKET`.
+pub(crate) fn socket_path(global: &Global) -> Result<PathBuf> {
+    global
+        .socket
+        .clone()
+        .or_else(|| {
+            std::env::var_os("TOOLSRV_SOCKET")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .ok_or_else(|| anyhow!("no socket: pass --socket PATH or set TOOLSRV_SOCKET"))
+}
+
+/// Whether the socket is an `ssh://` address.
+pub fn is_remote(global: &Global) -> bool {
+    socket_path(global).is_ok_and(|s| {
+        s.to_str()
+            .is_some_and(|t| t.starts_with(toolsrv_client::address::SSH_SCHEME))
+    })
+}
+
+/// A client of the server at [`socket_path`]: an `ssh://` one brought up if
+/// needed; a local one authenticated with the resolved secret, or without one
+/// when no secret exists yet and the server takes an unauthenticated attach.
+pub(crate) async fn connect(global: &Global) -> Result<Client> {
+    let socket = socket_path(global)?;
+    if let toolsrv_client::Address::Ssh(a) = toolsrv_client::Address::parse(&socket)? {
+        // Brought up if needed; the secret is the one pinned on the remote.
+        let local = crate::remote_cmd::ensure_up(&a)?;
+        let secret = toolsrv_client::secret::socket_secret(&local)?;
+        let c = Client::connect(&local, Auth::Secret(secret))
+            .await
+            .with_context(|| format!("cannot connect to {a} through {}", local.display()))?;
+        c.set_reconnect_timeout(toolsrv_client::remote::REMOTE_RECONNECT_WINDOW);
+        return Ok(c);
+    }
+    let has_secret = std::env::var_os(toolsrv_client::secret::SECRET_ENV)
+        .is_some_and(|v| !v.is_empty())
+        || global.secret_file.is_some()
+        || toolsrv_client::secret::default_secret_path(&socket).exists();
+    if !has_secret {
+        // First use: make a secret only for a server that is there and wants
+        // one (a `--no-auth` server takes an unauthenticated attach).
+        if let Err(e) = std::os::unix::net::UnixStream::connect(&socket) {
+            return Err(no_server(&socket, e));
+        }
+        if let Ok(c) = Client::connect(&socket, Auth::None).await {
+            return Ok(c);
+        }
+    }
+    let secret = toolsrv_client::secret::resolve_secret(&socket, global.secret_file.as_deref())?;
+    Client::connect(&socket, Auth::Secret(secret))
+        .await
+        .map_err(|e| match e {
+            toolsrv_client::ClientError::Io { source, .. } => no_server(&socket, source),
+            e => e.into(),
+        })
+}
+
+/// The error for a socket nobody answers on, with what to do about it.
+fn no_server(socket: &std::path::Path, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => format!(
+            " (is the server running? start it with `toolsrv serve --listen {}`)",
+            socket.display()
+        ),
+        _ => String::new(),
+    };
+    anyhow!("cannot connect to {}: {e}{hint}", socket.display())
+}
