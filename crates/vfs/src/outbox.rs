@@ -5,7 +5,7 @@
 use std::io::IoSlice;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use toolsrv_wire::{encode, msgtype, Body, Frame};
+use toolsrv_wire::{encode, encode_rread_header, Body, Frame};
 
 use crate::replies::Permit;
 
@@ -60,11 +60,7 @@ impl Outbox {
     fn push_frame(&mut self, tag: u16, body: Body) {
         match body {
             Body::Rread { data } if data.len() >= BIG_READ => {
-                let count = data.len() as u32;
-                self.tail.extend_from_slice(&(11 + count).to_le_bytes());
-                self.tail.push(msgtype::RREAD);
-                self.tail.extend_from_slice(&tag.to_le_bytes());
-                self.tail.extend_from_slice(&count.to_le_bytes());
+                encode_rread_header(tag, data.len() as u32, &mut self.tail);
                 self.segs.push(std::mem::take(&mut self.tail));
                 self.segs.push(data);
             }

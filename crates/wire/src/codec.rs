@@ -76,6 +76,7 @@ pub fn encoded_len(frame: &Frame) -> usize {
 /// `size[4]`. Walk lists longer than 16 are written as given (a peer rejects them).
 pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
     let len = encoded_len(frame);
+    out.reserve(len);
     let start = put_header(out, len, frame.body.type_id(), frame.tag);
     put_body(out, &frame.body);
     debug_assert_eq!(out.len() - start, len, "encoded_len disagrees with encode");
@@ -86,6 +87,7 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
 /// the data into a [`Body`](crate::Body) first. For senders of large writes.
 pub fn encode_twrite(tag: u16, fid: u32, offset: u64, data: &[u8], out: &mut Vec<u8>) {
     let len = HEADER_LEN + twrite_len(data);
+    out.reserve(len);
     let start = put_header(out, len, msgtype::TWRITE, tag);
     put_twrite(out, fid, offset, data);
     debug_assert_eq!(
@@ -95,10 +97,20 @@ pub fn encode_twrite(tag: u16, fid: u32, offset: u64, data: &[u8], out: &mut Vec
     );
 }
 
-/// Reserve room for a frame of `len` bytes and append its `size[4] type[1]
-/// tag[2]`; returns where the frame starts in `out`.
+/// Append the header of an `Rread` carrying `count` bytes: what [`encode`]
+/// appends for `Body::Rread` before the data itself, for a server that
+/// writes large data from its own buffer right behind it. `count` must fit
+/// the frame's `size[4]` (the caller bounds it by msize).
+pub fn encode_rread_header(tag: u16, count: u32, out: &mut Vec<u8>) {
+    // Only the header is appended: the data's room is not reserved.
+    let len = HEADER_LEN + 4 + count as usize;
+    put_header(out, len, msgtype::RREAD, tag);
+    out.extend_from_slice(&count.to_le_bytes());
+}
+
+/// Append the `size[4] type[1] tag[2]` of a frame of `len` bytes; returns
+/// where the frame starts in `out`.
 fn put_header(out: &mut Vec<u8>, len: usize, ty: u8, tag: u16) -> usize {
-    out.reserve(len);
     let start = out.len();
     out.extend_from_slice(&saturating_u32(len).to_le_bytes());
     out.push(ty);
@@ -170,6 +182,26 @@ mod tests {
                     }
                 })
             );
+        }
+    }
+
+    #[test]
+    fn an_rread_header_and_its_data_are_the_encoded_rread() {
+        for data in [&b""[..], b"x", &[7u8; 70_000][..]] {
+            let mut out = vec![0xAA];
+            encode_rread_header(9, data.len() as u32, &mut out);
+            out.extend_from_slice(data);
+            let mut want = vec![0xAA];
+            encode(
+                &Frame {
+                    tag: 9,
+                    body: crate::Body::Rread {
+                        data: data.to_vec(),
+                    },
+                },
+                &mut want,
+            );
+            assert_eq!(out, want, "{} bytes", data.len());
         }
     }
 

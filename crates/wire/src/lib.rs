@@ -23,8 +23,8 @@ mod stat;
 mod writer;
 
 pub use codec::{
-    decode, decode_stat, encode, encode_stat, encode_to_vec, encode_twrite, encoded_len,
-    DecodeError,
+    decode, decode_stat, encode, encode_rread_header, encode_stat, encode_to_vec, encode_twrite,
+    encoded_len, DecodeError,
 };
 pub use frame_io::read_frame;
 pub use message::*;
