@@ -78,36 +78,15 @@ fn opening_against_the_permissions_is_refused() {
     let srv = Server::start(&["--no-auth"]);
     let mut c = srv.attached();
     c.walk(1, "info").unwrap();
-    assert_eq!(
-        c.err(Body::Topen {
-            fid: 1,
-            mode: OWRITE
-        }),
-        "permission denied"
-    );
-    assert_eq!(
-        c.err(Body::Topen {
-            fid: 1,
-            mode: ORDWR
-        }),
-        "permission denied"
-    );
     c.walk(2, "ctl").unwrap();
-    assert_eq!(
-        c.err(Body::Topen {
-            fid: 2,
-            mode: OREAD
-        }),
-        "permission denied"
-    );
     c.walk(3, "proc").unwrap();
-    assert_eq!(
-        c.err(Body::Topen {
-            fid: 3,
-            mode: OWRITE
-        }),
-        "permission denied"
-    );
+    for (fid, mode) in [(1, OWRITE), (1, ORDWR), (2, OREAD), (3, OWRITE)] {
+        assert_eq!(
+            c.err(Body::Topen { fid, mode }),
+            "permission denied",
+            "fid {fid} mode {mode}"
+        );
+    }
     // create, remove and a real wstat are refused; a no-op wstat succeeds.
     assert_eq!(
         c.err(Body::Tcreate {

@@ -180,27 +180,19 @@ fn revisions_count_successful_loads_and_unloads_only() {
 fn error_messages_word_for_word() {
     let srv = server_with_tools();
     let mut c = srv.attached();
-    assert_eq!(
-        c.write("ctl", "load a1 grpe").unwrap_err(),
-        "unknown tool \"grpe\""
-    );
-    assert_eq!(
-        c.write("ctl", "unload a1 greet").unwrap_err(),
-        "tool \"greet\" is not loaded for agent \"a1\""
-    );
-    assert_eq!(
-        c.write("ctl", "load a/b greet").unwrap_err(),
-        "invalid agent ID"
-    );
-    assert_eq!(
-        c.write("ctl", "load a1 gr$et").unwrap_err(),
-        "invalid tool name"
-    );
-    let long = "a".repeat(129);
-    assert_eq!(
-        c.write("ctl", &format!("load {long} greet")).unwrap_err(),
-        "invalid agent ID"
-    );
+    let long = format!("load {} greet", "a".repeat(129));
+    for (command, error) in [
+        ("load a1 grpe", "unknown tool \"grpe\""),
+        (
+            "unload a1 greet",
+            "tool \"greet\" is not loaded for agent \"a1\"",
+        ),
+        ("load a/b greet", "invalid agent ID"),
+        ("load a1 gr$et", "invalid tool name"),
+        (long.as_str(), "invalid agent ID"),
+    ] {
+        assert_eq!(c.write("ctl", command).unwrap_err(), error, "{command}");
+    }
     assert_eq!(c.ask("tools", "").unwrap_err(), "write an agent ID first");
     assert_eq!(
         c.ask("tools_rev", "").unwrap_err(),
