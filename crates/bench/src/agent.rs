@@ -13,14 +13,9 @@ pub async fn connect(
     agent: &str,
     tools: &[&str],
 ) -> Result<Client> {
-    let how = if auth {
-        Auth::Secret(SECRET.into())
-    } else {
-        Auth::None
-    };
-    let client = Client::connect(srv.socket(), how)
+    let client = connect_client(srv, auth)
         .await
-        .with_context(|| format!("agent {agent} cannot connect to {}", srv.socket().display()))?;
+        .with_context(|| format!("agent {agent} cannot connect"))?;
     if !tools.is_empty() {
         client
             .load(agent, tools)
@@ -28,6 +23,18 @@ pub async fn connect(
             .with_context(|| format!("cannot load {tools:?} for agent {agent}"))?;
     }
     Ok(client)
+}
+
+/// A client of `srv`, authenticated with [`SECRET`] when `auth`.
+pub async fn connect_client(srv: &ServerProcess, auth: bool) -> Result<Client> {
+    let how = if auth {
+        Auth::Secret(SECRET.into())
+    } else {
+        Auth::None
+    };
+    Client::connect(srv.socket(), how)
+        .await
+        .with_context(|| format!("cannot connect to {}", srv.socket().display()))
 }
 
 /// Run `req` and fail unless the result is a success.

@@ -93,6 +93,18 @@ impl ServerProcess {
         })
     }
 
+    /// Start `bin` sandboxed, with auth on and the tools in `tools`.
+    pub fn authed_with_tools(bin: &Path, tools: &Path) -> Result<ServerProcess, ServerError> {
+        ServerProcess::start_with(
+            bin,
+            &ServerOpts {
+                auth: true,
+                tools: Some(tools.to_path_buf()),
+                ..ServerOpts::default()
+            },
+        )
+    }
+
     /// The socket the server listens on.
     pub fn socket(&self) -> &Path {
         &self.server.socket

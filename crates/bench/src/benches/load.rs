@@ -19,7 +19,7 @@ use toolsrv_client::{CallRequest, Client};
 use crate::agent::connect;
 use crate::bare::vm_rss;
 use crate::benches::{runtime, Ctx};
-use crate::server::{ServerOpts, ServerProcess};
+use crate::server::ServerProcess;
 use crate::tooldir::{write_bench_tools, TRUE_EXEC};
 
 /// Agents.
@@ -55,14 +55,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         "description: sleeps ten seconds\ncommand: \"sleep 10\"\n",
     )
     .context("cannot write the nap tool")?;
-    let srv = ServerProcess::start_with(
-        &ctx.bin,
-        &ServerOpts {
-            auth: true,
-            tools: Some(tools.path().to_path_buf()),
-            ..ServerOpts::default()
-        },
-    )?;
+    let srv = ServerProcess::authed_with_tools(&ctx.bin, tools.path())?;
     let pid = srv.pid();
     println!(
         "\n== load: {AGENTS} agents x {per} mixed calls (70 % sync, 10 % background, 10 % cancelled after {} ms, 10 % timed out after {} ms), {HOSTILE} hostile idle connections",

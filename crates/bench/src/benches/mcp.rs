@@ -15,7 +15,7 @@ use toolsrv_client::CallRequest;
 use crate::agent::{call_ok, connect};
 use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, time_line, Figure, Target};
-use crate::server::{ServerOpts, ServerProcess, SECRET};
+use crate::server::{ServerProcess, SECRET};
 use crate::stats::Summary;
 use crate::tooldir::{write_bench_tools, TRUE_EXEC};
 
@@ -121,14 +121,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         .tempdir()
         .context("cannot create the tools directory")?;
     write_bench_tools(tools.path()).context("cannot write the bench tools")?;
-    let srv = ServerProcess::start_with(
-        &ctx.bin,
-        &ServerOpts {
-            auth: true,
-            tools: Some(tools.path().to_path_buf()),
-            ..ServerOpts::default()
-        },
-    )?;
+    let srv = ServerProcess::authed_with_tools(&ctx.bin, tools.path())?;
     println!(
         "\n== mcp: tools/call of /bin/true through `toolsrv mcp` (stdio) vs the same call over 9P; sandboxed server (pid {}), auth on; {iters} calls per figure after {warmup} warm-up, interleaved in blocks of {BLOCK}",
         srv.pid()

@@ -14,9 +14,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use toolsrv_client::{Auth, Body, Client};
+use toolsrv_client::{Body, Client};
 use toolsrv_wire::DMDIR;
 
+use crate::agent::connect_client;
 use crate::benches::{runtime, Ctx};
 use crate::echo::EchoServer;
 use crate::raw9p::Raw9p;
@@ -90,12 +91,7 @@ async fn measure(srv: &ServerProcess, auth: bool, warmup: usize, iters: usize) -
         .connect()
         .await
         .context("cannot connect to the threaded echo server")?;
-    let how = if auth {
-        Auth::Secret(SECRET.into())
-    } else {
-        Auth::None
-    };
-    let client = Client::connect(srv.socket(), how)
+    let client = connect_client(srv, auth)
         .await
         .context("the client library cannot connect")?;
     ensure!(
