@@ -36,7 +36,7 @@ impl Drop for FidGuard {
     }
 }
 
-/// A file opened with [`Client::open`]. Dropping it without [`RemoteFile::clunk`]
+/// A file opened with [`Client::open`](crate::Client::open). Dropping it without [`RemoteFile::clunk`]
 /// clunks it in the background (fire and forget).
 pub struct RemoteFile {
     // Keeps the connection open while the file is (the connection it was

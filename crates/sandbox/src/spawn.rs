@@ -4,7 +4,7 @@
 //! The child is created with `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` (or
 //! `clone3` with `CLONE_CLEAR_SIGHAND`, see the `clone3` module), like
 //! glibc's `posix_spawn`: no page tables are copied, so the cost does not grow with the
-//! server's memory. The child runs [`child::child_main`] on a small private stack and only
+//! server's memory. The child runs `child::child_main` on a small private stack and only
 //! makes raw system calls until `execve`. [`spawn`] waits (`CLONE_VFORK`) until the child
 //! has exec'd; [`spawn_detached`] does not, and keeps what the child reads alive in a
 //! `launch::Launch` owned by the [`Child`].

@@ -7,8 +7,8 @@
 //! zombie children that are not tracked tools and reaps those by pid.
 //!
 //! When it looks: orphans only appear when something in a tool's tree dies, so
-//! after each tool run ends (the executor's [`Tracked::ended`] notice), and
-//! then every [`ORPHAN_POLL`] for as long as orphans are alive. toolsrv does not
+//! after each tool run ends (the executor's `Tracked::ended` notice), and
+//! then every `ORPHAN_POLL` for as long as orphans are alive. toolsrv does not
 //! handle SIGCHLD: every tool's exit would run a signal handler and wake the
 //! runtime's signal driver and this task (~5 % of the server's CPU per call).
 

@@ -67,7 +67,7 @@ impl Bound {
 
 /// The listening socket systemd passed (socket activation: `LISTEN_FDS`
 /// names descriptor 3), for the socket at `path`. The socket file belongs to
-/// systemd: [`Bound::close`] leaves it in place.
+/// systemd: `Bound::close` leaves it in place.
 ///
 /// Descriptor 3 must be a listening Unix stream socket bound to `path`;
 /// anything else is an error naming what it is.

@@ -21,6 +21,6 @@ pub struct ConnInfo {
     /// mtime/atime shown in stat entries (the server's start, in Unix seconds).
     pub mtime: u32,
     /// The connection's budget for request data written and not yet answered
-    /// (set by [`serve_connection_with`](crate::serve_connection_with) from its [`Limits`]).
+    /// (set by [`serve_connection_with`](crate::serve_connection_with) from its [`Limits`](crate::limits::Limits)).
     pub requests: RequestBudget,
 }

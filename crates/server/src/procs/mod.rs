@@ -1,12 +1,12 @@
-//! Process state (architecture, "Process lifecycle"): one table of [`Proc`]s,
+//! Process state (architecture, "Process lifecycle"): one table of `Proc`s,
 //! synchronous and background alike, numbered 1, 2, 3, … per server run.
 //!
-//! - [`output`]: the bounded, followable output of a process.
-//! - [`retention`]: the bounds on finished processes (count, retained output)
+//! - `output`: the bounded, followable output of a process.
+//! - `retention`: the bounds on finished processes (count, retained output)
 //!   and on running background processes per agent.
 //!
 //! A synchronous call's entry is dismissed once its result was read and its
-//! `proc/new` fid clunked ([`ProcTable::release`]), or, when files of its
+//! `proc/new` fid clunked (`ProcTable::release`), or, when files of its
 //! `proc/<pid>/` are open then, once the last of them is closed.
 
 pub(crate) mod output;

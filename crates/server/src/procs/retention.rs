@@ -16,7 +16,7 @@ pub(crate) const ENTRY_OVERHEAD: u64 = 2048;
 #[derive(Debug, Clone, Copy)]
 pub struct Retention {
     /// The memory kept by finished processes together, in bytes: their output
-    /// plus [`ENTRY_OVERHEAD`] each, with room left for one more process's
+    /// plus `ENTRY_OVERHEAD` each, with room left for one more process's
     /// output limit (so that finishing one never takes the total past it).
     pub max_output_bytes: u64,
     /// The number of finished processes kept.
