@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use toolsrv_wire::{encode, Body, Frame, NOTAG, ORDWR, OREAD};
 
 use crate::procs_util::{
-    bg, call, call_shell, list, load, ok_text, patient, payload, shell_session, vm_rss_kib,
+    bg, call, call_shell, final_stat, list, load, ok_text, patient, payload, shell_session,
+    vm_rss_kib,
 };
 use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
@@ -472,4 +473,132 @@ fn a_pinned_secret_is_the_only_one_accepted_even_for_the_first_client() {
     assert!(!c.read_file("info").is_empty());
     let (_c2, token2) = srv.authed("pinned-secret");
     assert_eq!(token, token2);
+}
+
+/// `CAP_SYS_RESOURCE`, which lets root raise its hard descriptor limit.
+const CAP_SYS_RESOURCE: libc::c_ulong = 24;
+
+/// A `--no-auth` server whose hard descriptor limit is `hard` and which may
+/// not raise it: `CAP_SYS_RESOURCE` is dropped from its bounding set, so
+/// root's capabilities after `execve` lack it.
+fn server_with_hard_nofile(hard: u64) -> Server {
+    Launch::new()
+        .arg("--no-auth")
+        .tweak(move |cmd| {
+            // Safety: only async-signal-safe calls (prctl, setrlimit) between
+            // fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let l = libc::rlimit {
+                        rlim_cur: hard,
+                        rlim_max: hard,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        })
+        .start()
+}
+
+/// Whether a new connection is served: it gets its `Rversion`.
+fn served(srv: &Server) -> bool {
+    let Ok(s) = std::os::unix::net::UnixStream::connect(&srv.socket) else {
+        return false;
+    };
+    if s.set_read_timeout(Some(Duration::from_secs(2))).is_err() {
+        return false;
+    }
+    let mut r = Raw::from_stream(s);
+    let mut buf = Vec::new();
+    encode(
+        &Frame {
+            tag: NOTAG,
+            body: Body::Tversion {
+                msize: 65536,
+                version: "9P2000".into(),
+            },
+        },
+        &mut buf,
+    );
+    r.s.write_all(&buf).is_ok()
+        && matches!(r.try_recv(), Some(f) if matches!(f.body, Body::Rversion { .. }))
+}
+
+/// Attack: exhaust the server's descriptors (not its connection count) with
+/// running tools, then keep connecting. Expected: the server neither spins
+/// nor leaves connections hanging in the backlog; it closes them at once
+/// (the reserve descriptor makes room to accept and close), says so in its
+/// log at most once a minute, and serves again as soon as descriptors are
+/// free.
+#[test]
+fn out_of_descriptors_new_connections_are_shed_and_served_again_once_free() {
+    let srv = server_with_hard_nofile(700);
+    assert!(
+        srv.log_text().contains("serving fewer connections"),
+        "the hard limit was raised after all:\n{}",
+        tail(&srv.log_text())
+    );
+    let mut c = srv.attached();
+    load(&mut c, "a1", "shell");
+    // Background tools until their runs fail for want of descriptors: each
+    // running one holds its pipe, pidfd and group descriptors.
+    let pids: Vec<u64> = (0..700)
+        .map(|_| {
+            bg(
+                &mut c,
+                &[("tool", "shell"), ("agent", "a1"), ("command", "sleep 60")],
+            )
+            .expect("bg")
+        })
+        .collect();
+    let last = pids[pids.len() - 1];
+    assert_eq!(final_stat(&mut c, last)["state"], "failed");
+    let why = String::from_utf8_lossy(&c.read_file(&format!("proc/{last}/out"))).into_owned();
+    assert!(why.contains("Too many open files"), "{why}");
+    // Take what descriptors are left with idle connections until accept
+    // itself runs out.
+    let mut idle = Vec::new();
+    let mut shed = 0;
+    for _ in 0..64 {
+        let s = std::os::unix::net::UnixStream::connect(&srv.socket).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let mut b = [0u8; 1];
+        let mut probe = &s;
+        // A shed connection is closed by the server at once: EOF.
+        if matches!(std::io::Read::read(&mut probe, &mut b), Ok(0)) {
+            shed += 1;
+            if shed >= 3 {
+                break;
+            }
+        } else {
+            idle.push(s);
+        }
+    }
+    let log = srv.log_text();
+    assert!(shed >= 3, "no connection was shed; log:\n{}", tail(&log));
+    assert!(
+        log.contains("descriptor limit reached"),
+        "the shedding was not logged:\n{}",
+        tail(&log)
+    );
+    assert!(refusal_lines(&log) <= 3, "{}", tail(&log));
+    // Free the descriptors: end the tools and drop the idle connections.
+    drop(idle);
+    for pid in &pids {
+        let _ = c.write(&format!("proc/{pid}/ctl"), "kill");
+    }
+    assert!(
+        wait_until(Duration::from_secs(20), || served(&srv)),
+        "not served again after the descriptors were freed; log:\n{}",
+        tail(&srv.log_text())
+    );
+    let r = call_shell(&mut c, "echo served");
+    assert_eq!(ok_text(&r), "served\n");
 }
