@@ -20,6 +20,15 @@ use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 /// Version + auth + attach on a fresh connection, or `None` when the server
 /// closes it first (it is at `--max-connections`).
 fn try_authed(srv: &Server, secret: &str) -> Option<(Raw, String)> {
+    let mut r = try_versioned(srv)?;
+    r.s.set_read_timeout(Some(WAIT)).ok()?;
+    let token = r.authenticate(secret).ok()?;
+    Some((r, token))
+}
+
+/// A fresh connection that got its `Rversion` within 2 s, or `None` when the
+/// server closes it first.
+fn try_versioned(srv: &Server) -> Option<Raw> {
     let s = std::os::unix::net::UnixStream::connect(&srv.socket).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     let mut r = Raw::from_stream(s);
@@ -36,12 +45,9 @@ fn try_authed(srv: &Server, secret: &str) -> Option<(Raw, String)> {
     );
     r.s.write_all(&buf).ok()?;
     match r.try_recv()?.body {
-        Body::Rversion { .. } => {}
-        _ => return None,
+        Body::Rversion { .. } => Some(r),
+        _ => None,
     }
-    r.s.set_read_timeout(Some(WAIT)).ok()?;
-    let token = r.authenticate(secret).ok()?;
-    Some((r, token))
 }
 
 /// A server started with its descriptor soft limit lowered to `soft` (as
@@ -506,30 +512,6 @@ fn server_with_hard_nofile(hard: u64) -> Server {
         .start()
 }
 
-/// Whether a new connection is served: it gets its `Rversion`.
-fn served(srv: &Server) -> bool {
-    let Ok(s) = std::os::unix::net::UnixStream::connect(&srv.socket) else {
-        return false;
-    };
-    if s.set_read_timeout(Some(Duration::from_secs(2))).is_err() {
-        return false;
-    }
-    let mut r = Raw::from_stream(s);
-    let mut buf = Vec::new();
-    encode(
-        &Frame {
-            tag: NOTAG,
-            body: Body::Tversion {
-                msize: 65536,
-                version: "9P2000".into(),
-            },
-        },
-        &mut buf,
-    );
-    r.s.write_all(&buf).is_ok()
-        && matches!(r.try_recv(), Some(f) if matches!(f.body, Body::Rversion { .. }))
-}
-
 /// Attack: exhaust the server's descriptors (not its connection count) with
 /// running tools, then keep connecting. Expected: the server neither spins
 /// nor leaves connections hanging in the backlog; it closes them at once
@@ -595,7 +577,7 @@ fn out_of_descriptors_new_connections_are_shed_and_served_again_once_free() {
         let _ = c.write(&format!("proc/{pid}/ctl"), "kill");
     }
     assert!(
-        wait_until(Duration::from_secs(20), || served(&srv)),
+        wait_until(Duration::from_secs(20), || try_versioned(&srv).is_some()),
         "not served again after the descriptors were freed; log:\n{}",
         tail(&srv.log_text())
     );
