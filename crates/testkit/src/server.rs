@@ -14,8 +14,13 @@ use crate::{toolsrv_bin, wait_until, Raw, WAIT};
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     /// A temp directory or a tool file could not be made.
-    #[error("cannot prepare the server's directory: {0}")]
-    Prepare(#[from] std::io::Error),
+    #[error("cannot prepare {path} for the server: {source}")]
+    Prepare {
+        /// The directory or file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The process could not be spawned.
     #[error("cannot start {path}: {source}")]
     Spawn {
@@ -97,8 +102,8 @@ impl Default for Launch {
 }
 
 impl Launch {
-    /// The binary under test ([`toolsrv_bin`]), `RUST_LOG=debug`, waiting
-    /// until the socket answers.
+    /// The binary under test ([`toolsrv_bin`]), `RUST_LOG=debug` and no
+    /// `$NAMESPACE` (no Ollie namespace), waiting until the socket answers.
     pub fn new() -> Launch {
         Launch::with_bin(toolsrv_bin())
     }
@@ -228,11 +233,14 @@ impl Launch {
 
     /// Start the server and wait until it is up.
     pub fn try_start(self) -> Result<Server, LaunchError> {
-        let home = tempfile::Builder::new().prefix(self.prefix).tempdir()?;
+        let home = tempfile::Builder::new()
+            .prefix(self.prefix)
+            .tempdir()
+            .map_err(prepare(&std::env::temp_dir()))?;
         let (cwd, cwd_dir) = match self.cwd {
             Cwd::Sub => {
                 let cwd = home.path().join("cwd");
-                std::fs::create_dir(&cwd)?;
+                std::fs::create_dir(&cwd).map_err(prepare(&cwd))?;
                 (cwd, None)
             }
             Cwd::Owned(d) => (d.path().to_path_buf(), Some(d)),
@@ -265,9 +273,9 @@ impl Launch {
             .arg(&server.log);
         if let Some(tools) = &self.tools {
             let dir = server.tools_dir();
-            std::fs::create_dir(&dir)?;
+            std::fs::create_dir(&dir).map_err(prepare(&dir))?;
             for (name, text) in tools {
-                write_tool(&dir, name, text)?;
+                write_tool(&dir, name, text).map_err(prepare(&dir.join(name)))?;
             }
             cmd.arg("--tools").arg(dir);
         }
@@ -292,6 +300,14 @@ impl Launch {
         })?);
         server.wait_ready(self.ready, self.limit)?;
         Ok(server)
+    }
+}
+
+/// The [`LaunchError::Prepare`] of `path`.
+fn prepare(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError + '_ {
+    move |source| LaunchError::Prepare {
+        path: path.to_path_buf(),
+        source,
     }
 }
 

@@ -30,7 +30,8 @@ fn keygen(path: &Path) -> io::Result<()> {
     let st = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
         .arg(path)
-        .status()?;
+        .status()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot run ssh-keygen: {e}")))?;
     if st.success() {
         Ok(())
     } else {
@@ -81,7 +82,8 @@ impl Sshd {
                 .arg("-E")
                 .arg(d.join("sshd.log"))
                 .stdin(Stdio::null())
-                .spawn()?;
+                .spawn()
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot start {SSHD}: {e}")))?;
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(5) {
                 if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
