@@ -155,9 +155,40 @@ fn default_policy_parses_and_is_default_deny() {
     assert!(p.advanced.add_exec);
     assert!(!p.advanced.ldd);
     assert_eq!(
-        p.env,
+        p.env[..10],
         ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ", "TMPDIR"]
     );
+    // Network configuration passes through (issue 28 item 5) ...
+    for name in [
+        "HTTP_PROXY",
+        "https_proxy",
+        "NO_PROXY",
+        "ALL_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "PIP_TRUSTED_HOST",
+        "npm_config_registry",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "PYENV_ROOT",
+    ] {
+        assert!(
+            p.env.iter().any(|e| e == name),
+            "{name} is not passed through"
+        );
+    }
+    // ... credentials never do.
+    for e in &p.env {
+        let upper = e.to_ascii_uppercase();
+        for word in ["TOKEN", "SECRET", "PASSWORD", "KEY", "AUTH", "SSH_", "AWS_"] {
+            assert!(!upper.contains(word), "{e} looks like a credential");
+        }
+    }
     let writable: Vec<&String> = p.filesystem.rw.iter().chain(&p.filesystem.rwx).collect();
     for forbidden in ["/", "~", "{HOME}", "/tmp", "{TMPDIR}", "/etc", "/usr"] {
         assert!(
@@ -169,7 +200,30 @@ fn default_policy_parses_and_is_default_deny() {
     for dir in ["/usr", "/bin", "/sbin", "/lib", "/lib64"] {
         assert!(p.filesystem.rox.iter().any(|x| x == dir), "{dir}");
     }
-    assert!(writable.iter().any(|w| w.as_str() == "{CWD}"));
+    // The workspace, not the request's directory: a call from `src/` still
+    // reaches the project's root and its `.git`.
+    assert!(p.filesystem.rwx.iter().any(|w| w.as_str() == "{WORKSPACE}"));
+    // Home directories are granted piecemeal, never as a whole.
+    let fs = &p.filesystem;
+    let granted: Vec<&String> = fs
+        .ro
+        .iter()
+        .chain(&fs.rox)
+        .chain(&fs.rw)
+        .chain(&fs.rwx)
+        .collect();
+    for dir in [
+        "~",
+        "{HOME}",
+        "~/.config",
+        "{XDG_CONFIG_HOME}",
+        "{XDG_CACHE_HOME}",
+    ] {
+        assert!(
+            !granted.iter().any(|g| g.as_str() == dir),
+            "{dir} is granted whole"
+        );
+    }
     assert!(p.filesystem.rw.iter().any(|x| x == "/dev/null"));
     // Every non-blank line of the file carries a comment for users.
     for line in DEFAULT_POLICY.lines().filter(|l| !l.trim().is_empty()) {

@@ -13,6 +13,7 @@ fn ctx(cwd: &Path, env: &[(&str, &Path)]) -> PathContext {
     PathContext {
         cwd: cwd.to_path_buf(),
         workdir: None,
+        workspace: None,
         env: env
             .iter()
             .map(|(k, v)| (k.to_string(), v.display().to_string()))
@@ -48,6 +49,7 @@ fn every_variable_expands() {
     let c = PathContext {
         cwd: r.join("cwd"),
         workdir: None,
+        workspace: None,
         env,
     };
     for (var, dir) in [
@@ -235,4 +237,34 @@ fn private_tmpdir_is_created_private() {
     fs::remove_dir(&dir).expect("rmdir");
     std::os::unix::fs::symlink("/", &dir).expect("symlink");
     assert!(c.expand("{TOOLSRV_TMPDIR}").is_err());
+}
+
+#[test]
+fn workspace_is_the_opened_base_and_defaults_to_cwd() {
+    use std::sync::Arc;
+    use toolsrv_sandbox::workdir::WorkDir;
+    let root = tempfile::tempdir().expect("tempdir");
+    let ws = canon(root.path());
+    fs::create_dir_all(ws.join("src/deep")).expect("mkdir");
+    fs::create_dir_all(ws.join(".git")).expect("mkdir");
+    let workspace = Arc::new(WorkDir::open(&ws).expect("open workspace"));
+    let workdir = Arc::new(workspace.beneath("src/deep").expect("open cwd"));
+    let mut c = ctx(&ws.join("src/deep"), &[]);
+    c.workdir = Some(workdir);
+    c.workspace = Some(workspace);
+    assert_eq!(c.expand("{WORKSPACE}/.git"), Ok(ws.join(".git")));
+    let mut p = Policy::default();
+    p.filesystem.rwx = vec!["{WORKSPACE}".into(), "{CWD}".into()];
+    p.filesystem.ro = vec!["{WORKSPACE}/.git".into(), "{WORKSPACE}/missing".into()];
+    let rules = p.resolve(&c, &[]);
+    // From a subdirectory, the workspace's root and its `.git` are reached.
+    assert_eq!(rules.rwx, [ws.clone(), ws.join("src/deep")]);
+    assert_eq!(rules.ro, [ws.join(".git")]);
+    assert!(
+        rules.ids.contains_key(&ws),
+        "the workspace's identity is recorded"
+    );
+    // Without a workspace, `{WORKSPACE}` is the request's directory.
+    let plain = ctx(&ws.join("src"), &[]);
+    assert_eq!(plain.expand("{WORKSPACE}"), Ok(ws.join("src")));
 }

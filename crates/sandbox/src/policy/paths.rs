@@ -1,5 +1,6 @@
-//! Path variables: `{CWD}`, `{HOME}`, `{TMPDIR}`, the XDG directories, the Ollie
-//! directories, `{TOOLSRV_TMPDIR}`, any other `{ENV_VAR}`, and a leading `~`.
+//! Path variables: `{CWD}`, `{WORKSPACE}`, `{HOME}`, `{TMPDIR}`, the XDG
+//! directories, the Ollie directories, `{TOOLSRV_TMPDIR}`, any other
+//! `{ENV_VAR}`, and a leading `~`.
 
 use std::collections::HashMap;
 use std::fs;
@@ -7,8 +8,9 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// What path variables expand against: the request's working directory and an
-/// environment snapshot (the server passes its own environment).
+/// What path variables expand against: the request's working directory, the
+/// workspace it lies in, and an environment snapshot (the server passes its
+/// own environment).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PathContext {
     /// The request's working directory: `{CWD}`.
@@ -17,6 +19,11 @@ pub struct PathContext {
     /// are then resolved from this descriptor, beneath it, and never by
     /// looking up `cwd` again.
     pub workdir: Option<std::sync::Arc<crate::workdir::WorkDir>>,
+    /// The workspace, opened: the server's `--cwd`, the outer boundary every
+    /// request's working directory lies in: `{WORKSPACE}`. `{WORKSPACE}/x`
+    /// rules are resolved beneath this descriptor. When `None`, `{WORKSPACE}`
+    /// is the request's working directory (`{CWD}`).
+    pub workspace: Option<std::sync::Arc<crate::workdir::WorkDir>>,
     /// The environment `{HOME}`, `{TMPDIR}`, `{XDG_*}` and other `{VAR}`s read.
     pub env: HashMap<String, String>,
 }
@@ -76,6 +83,10 @@ impl PathContext {
                     .as_ref()
                     .map_or_else(|| self.cwd.clone(), |w| w.path().to_path_buf()),
             ),
+            "WORKSPACE" => match &self.workspace {
+                Some(w) => Some(w.path().to_path_buf()),
+                None => self.lookup("CWD"),
+            },
             "HOME" => self.home(),
             "TMPDIR" => Some(self.tmpdir()),
             "XDG_CONFIG_HOME" => self.xdg(name, ".config"),

@@ -365,6 +365,7 @@ mod tests {
         let ctx = PathContext {
             cwd: h.clone(),
             workdir: None,
+            workspace: None,
             env: [("HOME".to_string(), h.display().to_string())].into(),
         };
         let extra = h.join("srv/toolsrv.sock.secret");

@@ -20,7 +20,8 @@ impl Policy {
     /// it: see `policy::protected`.
     ///
     /// With `ctx.workdir`, `{CWD}` is that opened directory and `{CWD}/x` is
-    /// looked up beneath it; every other path is canonicalized, then opened
+    /// looked up beneath it; likewise `{WORKSPACE}` and `{WORKSPACE}/x` with
+    /// `ctx.workspace` (or, without it, `ctx.workdir`); every other path is canonicalized, then opened
     /// without following any symbolic link, and what it is recorded in
     /// [`ResolvedRules::ids`]: a path that became a link in between (a
     /// racing tool) is dropped, and the confinement is built from these very
@@ -98,8 +99,9 @@ impl Policy {
 }
 
 /// The expanded, existing, canonical paths of one list (deduplicated later,
-/// with the carving). Paths under `{CWD}` are found beneath the opened
-/// working directory, and their identity recorded in `ids`.
+/// with the carving). Paths under `{CWD}` (`{WORKSPACE}`) are found beneath
+/// the opened working directory (workspace), and their identity recorded in
+/// `ids`.
 fn resolve_list(
     paths: &[String],
     ctx: &PathContext,
@@ -108,9 +110,9 @@ fn resolve_list(
     paths
         .iter()
         .filter_map(|raw| match ctx.expand(raw) {
-            Ok(p) => match (&ctx.workdir, under_cwd(raw)) {
-                (Some(wd), true) => beneath_workdir(wd, &p, ids),
-                _ => existing(&p),
+            Ok(p) => match opened_base(raw, ctx) {
+                Some(wd) => beneath_workdir(wd, &p, ids),
+                None => existing(&p),
             },
             Err(why) => {
                 tracing::debug!(path = %raw, reason = %why, "sandbox policy path skipped");
@@ -120,15 +122,28 @@ fn resolve_list(
         .collect()
 }
 
-/// Whether a raw policy path is `{CWD}` or starts with `{CWD}/`.
-fn under_cwd(raw: &str) -> bool {
-    raw.strip_prefix("{CWD}")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+/// The opened directory a raw policy path is resolved beneath: the working
+/// directory for `{CWD}` and `{CWD}/...`, the workspace for `{WORKSPACE}` and
+/// `{WORKSPACE}/...` (the working directory when the context has no
+/// workspace); `None` for every other path, or when the context has not
+/// opened that directory.
+fn opened_base<'a>(raw: &str, ctx: &'a PathContext) -> Option<&'a crate::workdir::WorkDir> {
+    let starts = |var: &str| {
+        raw.strip_prefix(var)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if starts("{CWD}") {
+        ctx.workdir.as_deref()
+    } else if starts("{WORKSPACE}") {
+        ctx.workspace.as_deref().or(ctx.workdir.as_deref())
+    } else {
+        None
+    }
 }
 
-/// `expanded` (`{CWD}` expanded to the working directory's path), looked up
-/// beneath the opened working directory, never leaving it: its path as the
-/// kernel has it, with its identity recorded.
+/// `expanded` (`{CWD}` or `{WORKSPACE}` expanded to the opened directory's
+/// path), looked up beneath the opened directory, never leaving it: its path
+/// as the kernel has it, with its identity recorded.
 fn beneath_workdir(
     wd: &crate::workdir::WorkDir,
     expanded: &Path,

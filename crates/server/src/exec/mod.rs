@@ -128,6 +128,7 @@ impl Executor {
         let ctx = PathContext {
             cwd: cwd.to_path_buf(),
             workdir: None,
+            workspace: None,
             env: self.own_env.clone(),
         };
         let all = toolsrv_sandbox::policy::carved_paths(&ctx, &self.carve);

@@ -258,6 +258,7 @@ impl Executor {
         let ctx = || PathContext {
             cwd: cwd.clone(),
             workdir: Some(workdir.clone()),
+            workspace: Some(self.base_cwd.clone()),
             env: self.own_env.clone(),
         };
         let tmpdir = self.tmpdir.get_or((), || ctx().private_tmpdir());
