@@ -65,6 +65,8 @@ pub const CREDENTIAL_STORES: &[&str] = &[
     "~/.gem/credentials",
     "~/.cargo/credentials",
     "~/.cargo/credentials.toml",
+    "{CARGO_HOME}/credentials",
+    "{CARGO_HOME}/credentials.toml",
     "~/.terraform.d/credentials.tfrc.json",
     "~/.vault-token",
     "~/.password-store",
