@@ -8,6 +8,8 @@
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
+//! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP, which cancel a `call`.
+//! - [`approval`]: the hint `call` prints while its run awaits approval.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
 //! - [`request`]: what `call`, `bg` and `describe` do before a tool runs (the
 //!   request, loading the tool, the working-directory retry).
@@ -18,12 +20,14 @@
 // The doc comments in cli.rs are clap's help text (`<socket>.secret`,
 // `[::1]:PORT`), not rustdoc markup.
 #[allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
+mod approval;
 mod cli;
 mod client_cmd;
 mod connect;
 mod describe;
 mod docs;
 mod init;
+mod interrupt;
 mod logwriter;
 mod mcp_cmd;
 mod output;

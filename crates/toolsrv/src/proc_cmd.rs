@@ -9,30 +9,34 @@ use toolsrv_protocol::ToolResult;
 use toolsrv_wire::OREAD;
 
 use crate::cli::{CallArgs, Global};
+use crate::interrupt::{Interrupt, Interrupts};
 use crate::output::{for_terminal, json_for_terminal, outln, write_raw};
 use crate::request::{ensure_loaded, note_server_cwd, outside_cwd, request, start_bg};
 
-/// `toolsrv call`: run, print the result text, exit 1 on isError; Ctrl-C cancels.
+/// `toolsrv call`: run, print the result text, exit 1 on isError; Ctrl-C,
+/// SIGTERM and SIGHUP cancel the run.
 pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<ExitCode> {
     use std::io::IsTerminal;
     let stream = a.stream || (!a.no_stream && !global.json && std::io::stdout().is_terminal());
     if stream {
         return crate::stream::call(client, global, a).await;
     }
+    let mut interrupts = Interrupts::listen()?;
     let mut req = request(a, global)?;
     ensure_loaded(client, &a.agent, &a.tool).await?;
-    let mut result = run_call(client, &req).await?;
+    let mut result = run_call(client, &req, &mut interrupts).await?;
     if a.cwd.is_none()
         && result
             .as_ref()
-            .is_some_and(|r| r.is_error && outside_cwd(&r.joined_text()))
+            .is_ok_and(|r| r.is_error && outside_cwd(&r.joined_text()))
     {
         note_server_cwd(&req);
         req.cwd = None;
-        result = run_call(client, &req).await?;
+        result = run_call(client, &req, &mut interrupts).await?;
     }
-    let Some(result) = result else {
-        return Ok(ExitCode::from(130));
+    let result = match result {
+        Ok(r) => r,
+        Err(signal) => return Ok(signal.exit_code()),
     };
     if global.json {
         outln!("{}", json_for_terminal(&serde_json::to_string(&result)?))?;
@@ -46,14 +50,36 @@ pub async fn call(client: &Client, global: &Global, a: &CallArgs) -> Result<Exit
     })
 }
 
-/// One call; `None` when Ctrl-C cancelled it.
-async fn run_call(client: &Client, req: &CallRequest) -> Result<Option<ToolResult>> {
+/// One call; `Err` with the signal that cancelled it. While a bypass request
+/// waits, the approval hint is printed (the request is recognised in
+/// `bypass/pending` as the first of its agent, session and tool: a
+/// synchronous call has no pid to match).
+async fn run_call(
+    client: &Client,
+    req: &CallRequest,
+    interrupts: &mut Interrupts,
+) -> Result<Result<ToolResult, Interrupt>> {
+    let call = client.call(req);
+    tokio::pin!(call);
+    let called = async {
+        if req.bypass {
+            let ours = |r: &toolsrv_protocol::BypassRequest| {
+                r.agent == req.agent && r.tool == req.tool && r.session == req.session
+            };
+            tokio::select! {
+                r = &mut call => return r,
+                () = crate::approval::hint_when(client, ours) => {}
+            }
+        }
+        call.await
+    };
     tokio::select! {
-        r = client.call(req) => Ok(Some(r?)),
-        _ = tokio::signal::ctrl_c() => {
-            // Dropping the call closes its request: the server kills the tool.
+        r = called => Ok(Ok(r?)),
+        signal = interrupts.recv() => {
+            // Dropping the call closes its request: the server kills the
+            // tool, or withdraws its pending bypass request.
             crate::logwriter::say!("toolsrv: cancelled");
-            Ok(None)
+            Ok(Err(signal))
         }
     }
 }

@@ -1,8 +1,11 @@
 //! `toolsrv call` with its output streamed: the tool runs as a background
-//! process whose `out` is followed, so output appears as the tool writes it
-//! and Ctrl-C keeps what was printed (the process is killed, then dismissed).
+//! process whose `out` is followed, so output appears as the tool writes it.
+//! Ctrl-C, SIGTERM and SIGHUP keep what was printed and cancel the run: the
+//! process is killed (or, still awaiting approval, its request withdrawn),
+//! then dismissed.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Result;
 use toolsrv_client::Client;
@@ -10,20 +13,35 @@ use toolsrv_protocol::ProcState;
 use toolsrv_wire::OREAD;
 
 use crate::cli::CallArgs;
+use crate::interrupt::Interrupts;
 use crate::logwriter::say;
 use crate::output::{outln, write_raw};
 
+/// How long a cancelled call waits for the server to report the run ended.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
 /// Run `a`, printing its output as it comes; the exit code as `call`'s.
 pub async fn call(client: &Client, global: &crate::cli::Global, a: &CallArgs) -> Result<ExitCode> {
+    // Caught before the run exists: a signal from here on cancels it.
+    let mut interrupts = Interrupts::listen()?;
     let pid = crate::request::start_bg(client, global, a).await?;
+    let watched = async {
+        let follow = follow(client, pid);
+        tokio::pin!(follow);
+        tokio::select! {
+            r = &mut follow => return r,
+            () = crate::approval::hint_for_pid(client, pid) => {}
+        }
+        follow.await
+    };
     let outcome = tokio::select! {
-        r = follow(client, pid) => r,
-        _ = tokio::signal::ctrl_c() => {
+        r = watched => r,
+        signal = interrupts.recv() => {
             let _ = client.kill(pid).await;
             say!("toolsrv: cancelled");
-            let _ = client.wait(pid).await;
+            let _ = tokio::time::timeout(CANCEL_WAIT, client.wait(pid)).await;
             let _ = client.dismiss(pid).await;
-            return Ok(ExitCode::from(130));
+            return Ok(signal.exit_code());
         }
     };
     let result = match outcome {

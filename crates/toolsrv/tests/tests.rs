@@ -5,6 +5,7 @@ mod util;
 
 mod auth;
 mod bypass;
+mod cli_interrupt;
 mod containment;
 mod daemon_cli;
 mod escapes;
