@@ -264,6 +264,15 @@ fn workspace_is_the_opened_base_and_defaults_to_cwd() {
         rules.ids.contains_key(&ws),
         "the workspace's identity is recorded"
     );
+    // A workspace opened through a symbolic link is granted where it is.
+    let link = tempfile::tempdir().expect("tempdir");
+    let through = link.path().join("ws");
+    std::os::unix::fs::symlink(&ws, &through).expect("symlink");
+    let mut linked = ctx(&through, &[]);
+    linked.workspace = Some(Arc::new(WorkDir::open(&through).expect("open via link")));
+    let rules = p.resolve(&linked, &[]);
+    assert_eq!(rules.rwx, [ws.clone()]);
+    assert_eq!(rules.ro, [ws.join(".git")]);
     // Without a workspace, `{WORKSPACE}` is the request's directory.
     let plain = ctx(&ws.join("src"), &[]);
     assert_eq!(plain.expand("{WORKSPACE}"), Ok(ws.join("src")));

@@ -151,8 +151,12 @@ fn beneath_workdir(
 ) -> Option<PathBuf> {
     let rel = expanded.strip_prefix(wd.path()).ok()?;
     if rel.as_os_str().is_empty() {
-        ids.insert(wd.path().to_path_buf(), wd.id());
-        return Some(wd.path().to_path_buf());
+        // The kernel's path: a directory opened by a path through a
+        // symbolic link (a workspace given as such) is recorded by where it
+        // is, so that opening the rule without following links finds it.
+        let path = current_path(wd.fd()).unwrap_or_else(|| wd.path().to_path_buf());
+        ids.insert(path.clone(), wd.id());
+        return Some(path);
     }
     let found = open_beneath(wd.fd(), rel).and_then(|fd| {
         let (id, _) = identify(fd.as_fd())?;
