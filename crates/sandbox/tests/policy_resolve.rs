@@ -271,7 +271,7 @@ fn workspace_is_the_opened_base_and_defaults_to_cwd() {
     let mut linked = ctx(&through, &[]);
     linked.workspace = Some(Arc::new(WorkDir::open(&through).expect("open via link")));
     let rules = p.resolve(&linked, &[]);
-    assert_eq!(rules.rwx, [ws.clone()]);
+    assert_eq!(rules.rwx, std::slice::from_ref(&ws));
     assert_eq!(rules.ro, [ws.join(".git")]);
     // Without a workspace, `{WORKSPACE}` is the request's directory.
     let plain = ctx(&ws.join("src"), &[]);

@@ -17,10 +17,10 @@
 //! - [`remote_cmd`]: `toolsrv remote up|status|down` and `ssh://` sockets.
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
+mod approval;
 // The doc comments in cli.rs are clap's help text (`<socket>.secret`,
 // `[::1]:PORT`), not rustdoc markup.
 #[allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
-mod approval;
 mod cli;
 mod client_cmd;
 mod connect;
