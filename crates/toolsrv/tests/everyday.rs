@@ -308,6 +308,20 @@ fn everyday_python_venv_installs_a_local_package() {
     if !present("python3", "a venv with pip install --no-index") {
         return;
     }
+    // The tool's python3 is the user's (pyenv's shim picks the same Python
+    // as outside the sandbox), not whatever else is on PATH.
+    let which = "import os, sys; print(os.path.realpath(sys.executable))";
+    let outside = Command::new("python3")
+        .args(["-c", which])
+        .current_dir(&p.ws)
+        .output()
+        .expect("python3 outside the sandbox");
+    let inside = p.sh(&p.ws, &format!("python3 -c '{which}'"), SHORT);
+    assert_eq!(
+        inside.ok("python3 in the sandbox"),
+        String::from_utf8_lossy(&outside.stdout),
+        "the sandbox runs another python3"
+    );
     std::fs::write(p.ws.join("make_wheel.py"), MAKE_WHEEL).expect("make_wheel.py");
     std::fs::create_dir(p.ws.join("dist")).expect("dist");
     // python3 as the user has it (on this machine a pyenv shim), from src/.
