@@ -102,12 +102,16 @@ impl Project {
         let root = tempfile::tempdir().expect("tempdir");
         let r = std::fs::canonicalize(root.path()).expect("canonicalize");
         let (home, ws, outside) = (r.join("home"), r.join("project"), r.join("outside"));
+        // A developer's home: besides the credentials, npm's and pip's caches
+        // exist (their rules apply to existing directories).
         for d in [
             &home,
             &ws.join("src"),
             &outside,
             &home.join(".ssh"),
             &home.join(".aws"),
+            &home.join(".npm"),
+            &home.join(".cache/pip"),
         ] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
@@ -332,10 +336,11 @@ fn everyday_python_venv_installs_a_local_package() {
          && .venv/bin/python -c 'import everyday_pkg; print(everyday_pkg.GREETING)'",
         BUILD,
     );
+    let text = run.ok("venv + pip install --no-index");
+    assert!(text.ends_with("hello from the wheel\n"), "{run:#?}");
     assert!(
-        run.ok("venv + pip install --no-index")
-            .ends_with("hello from the wheel\n"),
-        "{run:#?}"
+        !text.contains("cache has been disabled"),
+        "pip's cache: {text}"
     );
 }
 
@@ -364,15 +369,23 @@ fn everyday_npm_installs_a_local_package() {
         r#"{"name": "app", "version": "1.0.0", "private": true}"#,
     )
     .expect("package.json");
+    // Packed and installed from the tarball, which goes through npm's cache.
+    let npm = "npm --offline --no-audit --no-fund --no-update-notifier --loglevel=error";
     let run = p.sh(
         &app,
-        "npm install --offline --no-audit --no-fund --no-update-notifier --loglevel=error ../greeting \
-         && node -e 'console.log(require(\"greeting\"))'",
+        &format!(
+            "(cd ../greeting && {npm} pack >/dev/null) && {npm} install ../greeting/greeting-1.0.0.tgz \
+             && node -e 'console.log(require(\"greeting\"))'"
+        ),
         BUILD,
     );
     assert!(
         run.ok("npm install").ends_with("hello from node\n"),
         "{run:#?}"
+    );
+    assert!(
+        p.home.join(".npm/_cacache").is_dir(),
+        "npm's cache was not used: {run:#?}"
     );
 }
 
