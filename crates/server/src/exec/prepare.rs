@@ -235,7 +235,8 @@ impl Executor {
         let inv = tool.invocation(&args)?;
         let sandboxed = !served.yolo && !payload.bypass;
         // `{CWD}` in the policy is the request's directory: a sandboxed request
-        // must not widen its own sandbox by naming `/` or another tree.
+        // must not widen its own sandbox by naming `/` or another tree, so it
+        // lies beneath `--cwd` (`{WORKSPACE}`).
         let workdir = open_cwd(&self.base_cwd, payload.cwd.as_deref(), sandboxed)?;
         let cwd = workdir.path().to_path_buf();
         let policy = match payload.sandbox.as_deref() {
