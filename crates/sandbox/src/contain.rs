@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | cgroup v2, server may write beneath its cgroup | v2 group per run, `CLONE_INTO_CGROUP`, `cgroup.kill` | v2 `pids.max` / `memory.max` when the controllers can be enabled there, else the v1 controllers below | v2 `cpu.stat` of the group |
 //! | v1 controllers writable (hybrid, root) | the v2 group above when there is one, else the v1 `pids` group (listed and killed) | v1 `pids.max` / `memory.limit_in_bytes` (the child joins them before `execve`) | v1 `cpuacct.usage` |
-//! | no writable cgroup | a PID namespace per run (a user namespace too when not root): the kernel kills the namespace when its first process dies | `RLIMIT_NPROC` (per user, not per run; binds nobody as root), no memory limit | `RLIMIT_CPU` per process |
+//! | no writable cgroup | a PID namespace per run (a user namespace too when the server holds no CAP_SYS_ADMIN: not root and not in its own user namespace, `crate::identity`): the kernel kills the namespace when its first process dies | `RLIMIT_NPROC` (per user, not per run; binds nobody as root), no memory limit | `RLIMIT_CPU` per process |
 //! | none of these | the process group only (logged as a warning at startup) | as above | as above |
 //!
 //! `file_size` and `open_files` are `RLIMIT_FSIZE` and `RLIMIT_NOFILE` everywhere,
@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 pub use toolsrv_protocol::{LimitName, Limits};
 
+use crate::identity::IdMaps;
 use crate::spawn::Join;
 use group::Group;
 use mounts::Hierarchy;
@@ -71,6 +72,8 @@ pub struct Containment {
     cgroups: Option<Cgroups>,
     summary: String,
     notes: Vec<String>,
+    /// The server's ids, mapped in each run's user namespace (when runs get one).
+    own_ids: Option<IdMaps>,
 }
 
 /// The hierarchies in use and the server's instance directory in each.
@@ -138,12 +141,13 @@ impl Containment {
                         cgroups: Some(cg),
                         summary,
                         notes,
+                        own_ids: None,
                     };
                 }
                 if force == "cgroup" {
                     notes.push(format!("{FORCE_ENV}=cgroup, but no cgroup is writable"));
                 }
-                Containment::namespaces(!sys::is_root(), notes)
+                Containment::namespaces(!crate::identity::may_create_namespaces(), notes)
             }
             "pidns" => Containment::namespaces(false, notes),
             "userns" => Containment::namespaces(true, notes),
@@ -152,19 +156,20 @@ impl Containment {
                 cgroups: None,
                 summary: format!("none ({FORCE_ENV}=none)"),
                 notes,
+                own_ids: None,
             },
             other => {
                 notes.push(format!(
                     "{FORCE_ENV}={other:?} is not one of auto, cgroup, pidns, userns, none: detecting"
                 ));
-                Containment::namespaces(!sys::is_root(), notes)
+                Containment::namespaces(!crate::identity::may_create_namespaces(), notes)
             }
         }
     }
 
     fn namespaces(user: bool, notes: Vec<String>) -> Containment {
         let summary = if user {
-            "a PID namespace and a user namespace per run; processes limit as RLIMIT_NPROC (per user), no memory limit, cpu as RLIMIT_CPU per process"
+            "a PID namespace and a user namespace per run (mapping the server's uid and gid to themselves); processes limit as RLIMIT_NPROC (per user), no memory limit, cpu as RLIMIT_CPU per process"
         } else {
             "a PID namespace per run; no cgroup limits (processes as RLIMIT_NPROC, which binds no root process; no memory limit; cpu as RLIMIT_CPU per process)"
         };
@@ -173,6 +178,7 @@ impl Containment {
             cgroups: None,
             summary: summary.to_string(),
             notes,
+            own_ids: user.then(IdMaps::current),
         }
     }
 
@@ -722,6 +728,7 @@ impl Run {
         if let Mechanism::PidNamespace { user } = self.owner.mechanism {
             join.new_pid_ns = true;
             join.new_user_ns = user;
+            join.own_ids = self.owner.own_ids;
         }
         let cgroup_processes = self
             .owner

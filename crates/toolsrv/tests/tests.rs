@@ -9,6 +9,7 @@ mod containment;
 mod daemon_cli;
 mod escapes;
 mod hostile;
+mod identity;
 mod interop;
 mod lifecycle;
 mod lifecycle_idle;
