@@ -87,7 +87,51 @@ struct UserServer {
     server: Server,
 }
 
+/// A cgroup v2 directory delegated to a user the way systemd's `Delegate=yes`
+/// does (the directory and its `cgroup.procs`, `cgroup.subtree_control` and
+/// `cgroup.threads` are the user's); removed on drop once empty.
+struct Delegated {
+    dir: PathBuf,
+}
+
+impl Delegated {
+    /// A fresh group in the unified hierarchy, or `None` where there is none.
+    fn create(user: &TestUser, name: &str) -> Option<Delegated> {
+        let unified = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| {
+                p.join("cgroup.procs").exists() && p.join("cgroup.subtree_control").exists()
+            })?;
+        let dir = unified.join(name);
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).expect("make the delegated group");
+        for f in [
+            "",
+            "cgroup.procs",
+            "cgroup.subtree_control",
+            "cgroup.threads",
+        ] {
+            std::os::unix::fs::chown(dir.join(f), Some(user.uid), Some(user.gid))
+                .expect("delegate the group");
+        }
+        Some(Delegated { dir })
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        // The server's watchdog removes its groups once it is gone.
+        wait_until(WAIT, || std::fs::remove_dir(&self.dir).is_ok());
+    }
+}
+
 fn start_as(user: &TestUser, env: &[(&str, &str)]) -> UserServer {
+    start_in(user, env, None)
+}
+
+/// [`start_as`], the server started in the cgroup `cgroup` when given.
+fn start_in(user: &TestUser, env: &[(&str, &str)], cgroup: Option<&Path>) -> UserServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     for sub in ["home", "work", "cfg", "cache"] {
@@ -109,6 +153,12 @@ fn start_as(user: &TestUser, env: &[(&str, &str)]) -> UserServer {
         std::os::unix::fs::chown(&p, Some(user.uid), Some(user.gid)).expect("chown");
     }
     let (uid, gid) = (user.uid, user.gid);
+    let procs = cgroup.map(|d| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("cgroup.procs"))
+            .expect("open the group's cgroup.procs")
+    });
     let server = Launch::with_bin(&bin)
         .cwd(&root.join("work"))
         .listen(&root.join("toolsrv.sock"))
@@ -124,6 +174,21 @@ fn start_as(user: &TestUser, env: &[(&str, &str)]) -> UserServer {
         .unconnected()
         .tweak(move |c| {
             c.uid(uid).gid(gid);
+            if let Some(procs) = procs {
+                use std::os::fd::IntoRawFd;
+                let fd = procs.into_raw_fd();
+                // Safety: the closure only calls write(2) on a descriptor
+                // opened before the fork (close-on-exec: gone at exec).
+                unsafe {
+                    c.pre_exec(move || {
+                        if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                            Ok(())
+                        } else {
+                            Err(std::io::Error::last_os_error())
+                        }
+                    });
+                }
+            }
         })
         .start();
     let work = root.join("work");
@@ -266,4 +331,30 @@ fn without_its_own_user_namespace_each_run_maps_the_server_user() {
     srv.server
         .wait_log("a PID namespace and a user namespace per run");
     tools_see_their_server_user(&user, &srv);
+}
+
+#[test]
+fn a_non_root_server_in_its_own_user_namespace_still_uses_its_delegated_cgroup() {
+    // Regression guard for the user namespace: cgroup delegation (the
+    // server's writes beneath its own group, CLONE_INTO_CGROUP) works inside it.
+    let user = TestUser::create("tsrv-id-cg");
+    let Some(group) = Delegated::create(&user, "tsrv-id-cg") else {
+        eprintln!("no cgroup v2 hierarchy here: nothing to delegate");
+        return;
+    };
+    let srv = start_in(&user, &[], Some(&group.dir));
+    srv.server.wait_log("own-user-namespace");
+    srv.server.wait_log("mechanism=Cgroup");
+    let (out, ok) = srv.call_as(&user, "id -un; cat /proc/self/cgroup");
+    assert!(ok, "the call failed: {out}");
+    assert_eq!(out.lines().next(), Some(user.name.as_str()), "{out}");
+    let v2 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_else(|| panic!("no cgroup v2 line: {out}"));
+    assert!(
+        v2.starts_with(&format!("/tsrv-id-cg/toolsrv.{}/run.", srv.server.pid())),
+        "the tool runs in a group of the server's: {out}"
+    );
+    drop(srv);
 }
