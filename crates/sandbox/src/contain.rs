@@ -23,13 +23,15 @@
 
 mod group;
 mod mounts;
-mod sys;
+mod probe;
+pub(crate) mod sys;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use probe::{probe, Enforcement};
 pub use toolsrv_protocol::{LimitName, Limits};
 
 use crate::identity::IdMaps;
@@ -193,6 +195,19 @@ impl Containment {
         &self.summary
     }
 
+    /// How runs are contained and how each limit is enforced, as facts
+    /// (`toolsrv doctor`).
+    pub fn enforcement(&self) -> Enforcement {
+        let Some(cg) = &self.cgroups else {
+            let mut e = probe::without_cgroups(self.mechanism, sys::is_root());
+            if self.mechanism == Mechanism::None {
+                e.grouping = self.summary.clone();
+            }
+            return e;
+        };
+        cg.enforcement()
+    }
+
     /// What detection noticed on the way (a controller it could not use, stale
     /// groups removed), for the startup log.
     pub fn notes(&self) -> &[String] {
@@ -343,6 +358,43 @@ impl Cgroups {
             pool: Mutex::new(Pool::default()),
             next: AtomicU64::new(1),
         })
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        let grouping = match (&self.v2, &self.pids) {
+            (Some(d), _) => format!("cgroup v2 group per run under {}", d.display()),
+            (None, Some(d)) => format!("cgroup v1 pids group per run under {}", d.display()),
+            (None, None) => "no group".to_string(),
+        };
+        let processes = if self.v2_pids {
+            Some("v2 pids.max".to_string())
+        } else if let Some(d) = &self.pids {
+            Some(format!("v1 pids.max ({})", d.display()))
+        } else {
+            (!sys::is_root()).then(|| "RLIMIT_NPROC (per user, not per run)".to_string())
+        };
+        let memory = if self.v2_memory {
+            Some("v2 memory.max".to_string())
+        } else {
+            self.memory
+                .as_ref()
+                .map(|d| format!("v1 memory.limit_in_bytes ({})", d.display()))
+        };
+        let cpu = if self.v2.is_some() {
+            "v2 cpu.stat and RLIMIT_CPU"
+        } else if self.cpuacct.is_some() {
+            "v1 cpuacct.usage and RLIMIT_CPU"
+        } else {
+            "RLIMIT_CPU per process"
+        };
+        Enforcement {
+            mechanism: Mechanism::Cgroup.name(),
+            grouping,
+            processes,
+            memory,
+            cpu: cpu.to_string(),
+            file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".to_string(),
+        }
     }
 
     fn describe(&self) -> String {

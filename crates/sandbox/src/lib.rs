@@ -8,6 +8,8 @@
 //!   ([`confine::Confinement`]), built in the parent.
 //! - [`contain`]: the kernel groups (cgroups, or PID namespaces) that hold every process
 //!   of a run, its limits, and killing it whole.
+//! - [`doctor`]: what this host or a running server enforces of a policy, and
+//!   what is missing (`toolsrv doctor`).
 //! - [`identity`]: the server's own user namespace (a non-root server's tools
 //!   keep its uid and gid), or the per-run uid and gid maps where the host refuses.
 //! - [`workdir`], [`open`]: a request's working directory opened once, beneath
@@ -17,6 +19,7 @@
 
 pub mod confine;
 pub mod contain;
+pub mod doctor;
 pub mod identity;
 pub mod open;
 pub mod policy;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use toolsrv_sandbox::contain::{Containment, Mechanism};
+use toolsrv_sandbox::doctor::{Facts, Source};
 use toolsrv_sandbox::identity::Identity;
 
 use anyhow::{bail, Context, Result};
@@ -87,6 +88,7 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     // dead servers), fork the watchdog that tears them down if the server dies,
     // and become the subreaper of everything our tools start.
     let containment = Arc::new(Containment::start(force_containment.as_deref()));
+    config.facts = Some(server_facts(&config, &identity, &containment));
     let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
@@ -387,6 +389,25 @@ fn log_containment(c: &Containment) {
             c.summary()
         ),
         m => tracing::info!(mechanism = ?m, how = %c.summary(), "containment"),
+    }
+}
+
+/// What this server confines its tools with (its `doctor` file): the
+/// filesystem view is probed with a throwaway thread (`unshare(CLONE_NEWNS)`).
+fn server_facts(config: &ServeConfig, id: &Identity, containment: &Containment) -> Facts {
+    let kernel = toolsrv_sandbox::confine::landlock_abi();
+    Facts {
+        source: Source::Server,
+        landlock_abi: config.landlock_abi_limit.map_or(kernel, |l| kernel.min(l)),
+        seccomp: toolsrv_sandbox::doctor::seccomp_available(),
+        containment: containment.enforcement(),
+        identity: (
+            id.mode(),
+            id.uid(),
+            id.gid(),
+            id.reason().map(str::to_string),
+        ),
+        filesystem_view: toolsrv_sandbox::identity::mount_namespace_available(),
     }
 }
 

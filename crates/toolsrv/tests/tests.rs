@@ -7,6 +7,7 @@ mod auth;
 mod bypass;
 mod containment;
 mod daemon_cli;
+mod doctor;
 mod escapes;
 mod hostile;
 mod identity;

@@ -1,0 +1,27 @@
+//! The raw system call of the doctor's seccomp probe.
+
+/// `seccomp(2)` operation: is this return action available?
+const SECCOMP_GET_ACTION_AVAIL: libc::c_ulong = 2;
+/// `SECCOMP_RET_ERRNO`, the action the filter uses.
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+
+/// Whether seccomp filters (with the `SECCOMP_RET_ERRNO` action the filter
+/// uses) are available to this process; the error otherwise.
+pub(crate) fn seccomp_errno_action() -> std::io::Result<()> {
+    let action = SECCOMP_RET_ERRNO;
+    // Safety: the kernel reads one u32 from `action`, a local alive across
+    // the call; this operation changes nothing.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0 as libc::c_ulong,
+            &action as *const u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
