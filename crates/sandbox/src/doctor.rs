@@ -40,6 +40,8 @@ pub struct Facts {
     /// Whether the filesystem view (a mount namespace, CONTRACT §13) is in
     /// use, or why the Landlock-only fallback is.
     pub filesystem_view: Result<(), String>,
+    /// Whether tools run without Landlock and seccomp (`serve --yolo`).
+    pub unconfined: bool,
 }
 
 impl Facts {
@@ -58,6 +60,7 @@ impl Facts {
             containment,
             identity: (id.mode, current_uid(), current_gid(), id.reason),
             filesystem_view: id.mount_namespace,
+            unconfined: false,
         }
     }
 }
@@ -301,6 +304,13 @@ impl Report {
             if abi < want {
                 need(what.to_string(), required, landlock_fix(want));
             }
+        }
+        if facts.unconfined {
+            need(
+                "confinement: the server runs with --yolo, so tools run without Landlock and seccomp".to_string(),
+                true,
+                "restart the server without --yolo".to_string(),
+            );
         }
         if let Err(why) = &facts.seccomp {
             need(

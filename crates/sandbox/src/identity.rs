@@ -403,3 +403,34 @@ pub fn mount_namespace_available() -> Result<(), String> {
         .join()
         .unwrap_or_else(|_| Err("the probe thread panicked".to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_maps_map_each_id_to_itself_once() {
+        let m = IdMaps::new(1000, 4_294_967_294);
+        let files = m.files();
+        assert_eq!(files[0].2, b"deny");
+        assert_eq!(files[1].2, b"1000 1000 1\n");
+        assert_eq!(files[2].2, b"4294967294 4294967294 1\n");
+        for (name, path, _) in files {
+            assert_eq!(path.last(), Some(&0), "{name} is NUL-terminated");
+            assert_eq!(&path[..path.len() - 1], name.as_bytes());
+        }
+    }
+
+    #[test]
+    fn ids_that_would_read_as_the_overflow_id_are_not_mapped() {
+        assert_eq!(unmappable(1000, 1000, 1000, 1000, 1000, 1000), None);
+        assert!(unmappable(1000, 0, 0, 1000, 1000, 1000).is_some_and(|w| w.contains("differ")));
+        assert!(unmappable(1000, 1000, 1000, 1000, 1001, 1001).is_some());
+        let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(65534u32);
+        assert!(unmappable(overflow, overflow, overflow, 1000, 1000, 1000)
+            .is_some_and(|w| w.contains("overflow uid")));
+    }
+}

@@ -137,6 +137,7 @@ impl Server {
             let mut f = toolsrv_sandbox::doctor::Facts::host(None, None);
             f.source = toolsrv_sandbox::doctor::Source::Server;
             f.containment = containment.enforcement();
+            f.unconfined = config.yolo;
             f
         });
         let mut executor = Executor::new(

@@ -408,6 +408,7 @@ fn server_facts(config: &ServeConfig, id: &Identity, containment: &Containment) 
             id.reason().map(str::to_string),
         ),
         filesystem_view: toolsrv_sandbox::identity::mount_namespace_available(),
+        unconfined: config.yolo,
     }
 }
 
