@@ -35,8 +35,12 @@ pub struct Facts {
     pub seccomp: Result<(), String>,
     /// Containment and limits.
     pub containment: Enforcement,
-    /// The identity mode, the ids, and why not the server's own namespace.
-    pub identity: (Mode, u32, u32, Option<String>),
+    /// The identity mode tools run under.
+    pub identity: Mode,
+    /// The server's (and its tools') uid and gid.
+    pub ids: (u32, u32),
+    /// Why the server is not in its own user namespace (not root, not in one).
+    pub identity_reason: Option<String>,
     /// Whether the filesystem view (a mount namespace, CONTRACT §13) is in
     /// use, or why the Landlock-only fallback is.
     pub filesystem_view: Result<(), String>,
@@ -58,7 +62,9 @@ impl Facts {
             landlock_abi: crate::confine::landlock_abi(),
             seccomp: seccomp_available(),
             containment,
-            identity: (id.mode, current_uid(), current_gid(), id.reason),
+            identity: id.mode,
+            ids: (current_uid(), current_gid()),
+            identity_reason: id.reason,
             filesystem_view: id.mount_namespace,
             unconfined: false,
         }
@@ -320,7 +326,7 @@ impl Report {
             );
         }
         let c = &facts.containment;
-        let root = facts.identity.0 == Mode::Root;
+        let root = facts.identity == Mode::Root;
         let delegate = "run the server under systemd with `Delegate=yes` (e.g. `systemd-run --user -p Delegate=yes toolsrv serve ...`, or `Delegate=yes` in its unit), so it has a cgroup of its own to write";
         if c.mechanism == "none" {
             need(
@@ -329,17 +335,16 @@ impl Report {
                 format!("{delegate}; or let the server make PID namespaces (root, or unprivileged user namespaces allowed)"),
             );
         } else if c.mechanism == "pid-namespace+user-namespace"
-            && facts.identity.0 == Mode::PerRun
+            && facts.identity == Mode::PerRun
             && facts
-                .identity
-                .3
+                .identity_reason
                 .as_deref()
-                .is_some_and(|r| r.contains("refused"))
+                .is_some_and(|r| r.starts_with("unshare(CLONE_NEWUSER)"))
         {
             need(
                 "containment: a PID namespace per run needs a user namespace, which this host refuses".to_string(),
                 true,
-                format!("{delegate}; or {}", own_namespace_fix(facts.identity.3.as_deref())),
+                format!("{delegate}; or {}", own_namespace_fix(facts.identity_reason.as_deref())),
             );
         }
         let limits = &policy.limits;
@@ -367,7 +372,7 @@ impl Report {
                 if root {
                     "let the server call unshare(CLONE_NEWNS): a container runtime that grants CAP_SYS_ADMIN, or a seccomp profile that allows unshare".to_string()
                 } else {
-                    own_namespace_fix(facts.identity.3.as_deref())
+                    own_namespace_fix(facts.identity_reason.as_deref())
                 },
             );
         }
@@ -378,7 +383,7 @@ impl Report {
                 landlock_fix(7),
             );
         }
-        let (mode, uid, gid, reason) = &facts.identity;
+        let (uid, gid) = facts.ids;
         let enforced = missing.iter().all(|m| !m.required);
         Report {
             source: facts.source,
@@ -413,10 +418,10 @@ impl Report {
                 open_files: "RLIMIT_NOFILE".to_string(),
             },
             identity: IdentityFacts {
-                mode: mode.name().to_string(),
-                uid: *uid,
-                gid: *gid,
-                reason: reason.clone(),
+                mode: facts.identity.name().to_string(),
+                uid,
+                gid,
+                reason: facts.identity_reason.clone(),
             },
             filesystem: match &facts.filesystem_view {
                 Ok(()) => Mechanism {

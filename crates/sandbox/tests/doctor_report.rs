@@ -22,7 +22,9 @@ fn complete() -> Facts {
             cpu: "v2 cpu.stat and RLIMIT_CPU".into(),
             file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".into(),
         },
-        identity: (Mode::OwnNamespace, 1000, 1000, None),
+        identity: Mode::OwnNamespace,
+        ids: (1000, 1000),
+        identity_reason: None,
         filesystem_view: Ok(()),
         unconfined: false,
     }
@@ -96,12 +98,13 @@ fn an_old_landlock_misses_only_what_the_policy_uses() {
 #[test]
 fn a_refused_user_namespace_means_the_fallback_and_says_which_sysctl() {
     let mut f = complete();
-    f.identity = (
-        Mode::PerRun,
-        1000,
-        1000,
-        Some("unshare(CLONE_NEWUSER): Operation not permitted; sysctl kernel.apparmor_restrict_unprivileged_userns=0".into()),
+    f.identity = Mode::PerRun;
+    f.identity_reason = Some(
+        "unshare(CLONE_NEWUSER): Operation not permitted; sysctl kernel.apparmor_restrict_unprivileged_userns=0".into(),
     );
+    f.containment.mechanism = "pid-namespace+user-namespace";
+    f.containment.processes = Some("RLIMIT_NPROC (per user, not per run)".into());
+    f.containment.memory = None;
     f.filesystem_view = Err("an unprivileged server needs its own user namespace".into());
     let r = Report::evaluate(&f, &Policy::default(), None);
     assert!(!r.enforced);
@@ -115,17 +118,24 @@ fn a_refused_user_namespace_means_the_fallback_and_says_which_sysctl() {
     // The fix names this host's own switch (probed from /proc/sys), or the
     // whole list where none of them is set.
     assert!(view.fix.contains("userns"), "{view:?}");
+    // PID namespaces per run need a user namespace too: containment is
+    // missing, with both ways out.
+    let c = r
+        .missing
+        .iter()
+        .find(|m| m.what.starts_with("containment"))
+        .expect("containment is missing");
+    assert!(
+        c.required && c.fix.contains("Delegate=yes") && c.fix.contains("userns"),
+        "{c:?}"
+    );
 }
 
 #[test]
 fn a_forced_mode_is_fixed_by_unsetting_the_variable() {
     let mut f = complete();
-    f.identity = (
-        Mode::PerRun,
-        1000,
-        1000,
-        Some("TOOLSRV_USERNS=per-run".into()),
-    );
+    f.identity = Mode::PerRun;
+    f.identity_reason = Some("TOOLSRV_USERNS=per-run".into());
     f.filesystem_view = Err("forced".into());
     let r = Report::evaluate(&f, &Policy::default(), None);
     let view = r

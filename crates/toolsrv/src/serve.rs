@@ -401,12 +401,9 @@ fn server_facts(config: &ServeConfig, id: &Identity, containment: &Containment) 
         landlock_abi: config.landlock_abi_limit.map_or(kernel, |l| kernel.min(l)),
         seccomp: toolsrv_sandbox::doctor::seccomp_available(),
         containment: containment.enforcement(),
-        identity: (
-            id.mode(),
-            id.uid(),
-            id.gid(),
-            id.reason().map(str::to_string),
-        ),
+        identity: id.mode(),
+        ids: (id.uid(), id.gid()),
+        identity_reason: id.reason().map(str::to_string),
         filesystem_view: toolsrv_sandbox::identity::mount_namespace_available(),
         unconfined: config.yolo,
     }
