@@ -397,34 +397,20 @@ impl Cgroups {
         }
     }
 
+    /// The startup log's line: [`Cgroups::enforcement`] in words.
     fn describe(&self) -> String {
-        let grouping = match (&self.v2, &self.pids) {
-            (Some(d), _) => format!("cgroup v2 group per run under {}", d.display()),
-            (None, Some(d)) => format!("cgroup v1 pids group per run under {}", d.display()),
-            (None, None) => "no group".to_string(),
-        };
-        let processes = if self.v2_pids {
-            "v2 pids.max".to_string()
-        } else if let Some(d) = &self.pids {
-            format!("v1 pids.max ({})", d.display())
-        } else {
-            "RLIMIT_NPROC (per user)".to_string()
-        };
-        let memory = if self.v2_memory {
-            "v2 memory.max".to_string()
-        } else if let Some(d) = &self.memory {
-            format!("v1 memory.limit_in_bytes ({})", d.display())
-        } else {
-            "not enforced (no memory controller)".to_string()
-        };
-        let cpu = if self.v2.is_some() {
-            "v2 cpu.stat"
-        } else if self.cpuacct.is_some() {
-            "v1 cpuacct.usage"
-        } else {
-            "RLIMIT_CPU per process"
-        };
-        format!("{grouping}; processes: {processes}; memory: {memory}; cpu: {cpu} and RLIMIT_CPU; file_size, open_files: rlimits")
+        let e = self.enforcement();
+        format!(
+            "{}; processes: {}; memory: {}; cpu: {}; file_size, open_files: rlimits",
+            e.grouping,
+            e.processes
+                .as_deref()
+                .unwrap_or("not enforced (RLIMIT_NPROC binds no root process)"),
+            e.memory
+                .as_deref()
+                .unwrap_or("not enforced (no memory controller)"),
+            e.cpu
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {

@@ -80,6 +80,9 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     let identity = match Identity::establish(force_userns.as_deref()) {
         Ok(id) => id,
         Err(e) => {
+            if config.log.is_some() {
+                tracing::error!("{e}");
+            }
             say!("toolsrv: {e}");
             return ExitCode::from(1);
         }
