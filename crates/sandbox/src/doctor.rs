@@ -63,7 +63,7 @@ impl Facts {
             seccomp: seccomp_available(),
             containment,
             identity: id.mode,
-            ids: (current_uid(), current_gid()),
+            ids: sys::effective_ids(),
             identity_reason: id.reason,
             filesystem_view: id.mount_namespace,
             unconfined: false,
@@ -74,16 +74,6 @@ impl Facts {
 /// Whether seccomp filters can be installed here, or why not.
 pub fn seccomp_available() -> Result<(), String> {
     sys::seccomp_errno_action().map_err(|e| format!("seccomp(SECCOMP_GET_ACTION_AVAIL): {e}"))
-}
-
-fn current_uid() -> u32 {
-    // Safety: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
-}
-
-fn current_gid() -> u32 {
-    // Safety: getegid has no preconditions.
-    unsafe { libc::getegid() }
 }
 
 /// The Landlock ABI a feature needs, with the first Linux release that has it.

@@ -3,8 +3,6 @@
 //! ([`super::Containment::enforcement`]) or, without changing anything on
 //! the host, of a server started now ([`probe`]).
 
-use std::path::Path;
-
 use super::mounts::{self, Hierarchy};
 use super::{Mechanism, FORCE_ENV};
 
@@ -82,7 +80,7 @@ pub fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforcement {
         _ => {}
     }
     let hierarchies = mounts::hierarchies();
-    let writable = |h: &&Hierarchy| may_write(&h.own_dir);
+    let writable = |h: &&Hierarchy| super::sys::may_write(&h.own_dir);
     let v2 = hierarchies
         .iter()
         .filter(|h| h.controllers.is_none())
@@ -129,22 +127,5 @@ pub fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforcement {
         memory,
         cpu: cpu.to_string(),
         file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".to_string(),
-    }
-}
-
-/// Whether this process may make entries in `dir`.
-fn may_write(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // Safety: `c` is a NUL-terminated path alive across the call.
-    unsafe {
-        libc::faccessat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::W_OK | libc::X_OK,
-            libc::AT_EACCESS,
-        ) == 0
     }
 }

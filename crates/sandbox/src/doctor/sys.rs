@@ -1,4 +1,4 @@
-//! The raw system call of the doctor's seccomp probe.
+//! The raw system calls of the doctor's probes.
 
 /// `seccomp(2)` operation: is this return action available?
 const SECCOMP_GET_ACTION_AVAIL: libc::c_ulong = 2;
@@ -24,4 +24,10 @@ pub(crate) fn seccomp_errno_action() -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// The effective uid and gid.
+pub(crate) fn effective_ids() -> (u32, u32) {
+    // Safety: geteuid and getegid have no preconditions and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
 }
