@@ -23,12 +23,16 @@ struct TestUser {
     name: String,
     uid: u32,
     gid: u32,
+    /// Made by the test (removed on drop), not an account of the system.
+    made: bool,
 }
 
 impl TestUser {
     /// Makes (or reuses, after a test that was killed) the system user `name`.
     fn create(name: &str) -> TestUser {
+        let mut made = false;
         if id_of(name, "-u").is_none() {
+            made = true;
             let st = Command::new("useradd")
                 .args([
                     "--system",
@@ -45,12 +49,26 @@ impl TestUser {
             name: name.to_string(),
             uid: id_of(name, "-u").expect("uid of the new user"),
             gid: id_of(name, "-g").expect("gid of the new user"),
+            made,
         }
+    }
+
+    /// An account of the system, used as it is and never removed.
+    fn existing(name: &str) -> Option<TestUser> {
+        Some(TestUser {
+            name: name.to_string(),
+            uid: id_of(name, "-u")?,
+            gid: id_of(name, "-g")?,
+            made: false,
+        })
     }
 }
 
 impl Drop for TestUser {
     fn drop(&mut self) {
+        if !self.made {
+            return;
+        }
         let _ = Command::new("userdel")
             .arg(&self.name)
             .stderr(Stdio::null())
@@ -357,4 +375,38 @@ fn a_non_root_server_in_its_own_user_namespace_still_uses_its_delegated_cgroup()
         "the tool runs in a group of the server's: {out}"
     );
     drop(srv);
+}
+
+#[test]
+fn a_server_run_as_the_overflow_user_stays_out_of_a_user_namespace_and_refuses_other_users() {
+    // Inside a user namespace every unmapped uid reads as the overflow uid
+    // (65534): a server running as that uid could no longer tell its own
+    // user's connections from anyone else's. It must stay out, and refuse root.
+    let overflow: u32 = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65534);
+    let name = String::from_utf8(
+        Command::new("id")
+            .args(["-nu", &overflow.to_string()])
+            .output()
+            .expect("run id")
+            .stdout,
+    )
+    .unwrap_or_default();
+    let Some(user) = TestUser::existing(name.trim()).filter(|u| u.uid == overflow) else {
+        eprintln!("no account has the overflow uid {overflow} here");
+        return;
+    };
+    let srv = start_as(&user, &[]);
+    srv.server.wait_log("per-run-user-namespace");
+    srv.server.wait_log("overflow uid");
+    assert!(
+        !root_is_served(&srv.server.socket),
+        "a connection from root was served by a server running as the overflow uid"
+    );
+    srv.server.wait_log("refused connection from another user");
+    let (out, ok) = srv.call_as(&user, "id -u");
+    assert!(ok, "its own user is served: {out}");
+    assert_eq!(out.lines().next(), Some(overflow.to_string().as_str()));
 }
