@@ -28,11 +28,10 @@ struct TestUser {
 }
 
 impl TestUser {
-    /// Makes (or reuses, after a test that was killed) the system user `name`.
+    /// Makes the system user `name` (or takes over the one a killed test
+    /// left), removed on drop.
     fn create(name: &str) -> TestUser {
-        let mut made = false;
         if id_of(name, "-u").is_none() {
-            made = true;
             let st = Command::new("useradd")
                 .args([
                     "--system",
@@ -49,7 +48,7 @@ impl TestUser {
             name: name.to_string(),
             uid: id_of(name, "-u").expect("uid of the new user"),
             gid: id_of(name, "-g").expect("gid of the new user"),
-            made,
+            made: true,
         }
     }
 
@@ -69,10 +68,15 @@ impl Drop for TestUser {
         if !self.made {
             return;
         }
-        let _ = Command::new("userdel")
-            .arg(&self.name)
-            .stderr(Stdio::null())
-            .status();
+        // userdel refuses while a process of the user lives: the server's
+        // watchdog may still be tearing down for a moment after the kill.
+        wait_until(WAIT, || {
+            let _ = Command::new("userdel")
+                .arg(&self.name)
+                .stderr(Stdio::null())
+                .status();
+            id_of(&self.name, "-u").is_none()
+        });
     }
 }
 
