@@ -10,7 +10,7 @@
 //! host without unprivileged user namespaces gets).
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -160,8 +160,16 @@ fn start_in(user: &TestUser, env: &[(&str, &str)], cgroup: Option<&Path>) -> Use
         std::fs::create_dir(root.join(sub)).expect("mkdir");
     }
     let bin = root.join("toolsrv");
-    std::fs::copy(toolsrv_bin(), &bin).expect("copy the binary");
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // Copied by another process: a descriptor of ours open for writing would
+    // be inherited by children other tests fork meanwhile, and exec of the
+    // copy would fail with ETXTBSY until they exec.
+    let st = Command::new("install")
+        .args(["-m", "0755"])
+        .arg(toolsrv_bin())
+        .arg(&bin)
+        .status()
+        .expect("run install");
+    assert!(st.success(), "install {}: {st}", bin.display());
     std::fs::write(root.join("sandbox.yaml"), POLICY).expect("policy");
     for p in [
         root.to_path_buf(),
