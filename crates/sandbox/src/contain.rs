@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | cgroup v2, server may write beneath its cgroup | v2 group per run, `CLONE_INTO_CGROUP`, `cgroup.kill` | v2 `pids.max` / `memory.max` when the controllers can be enabled there, else the v1 controllers below | v2 `cpu.stat` of the group |
 //! | v1 controllers writable (hybrid, root) | the v2 group above when there is one, else the v1 `pids` group (listed and killed) | v1 `pids.max` / `memory.limit_in_bytes` (the child joins them before `execve`) | v1 `cpuacct.usage` |
-//! | no writable cgroup | a PID namespace per run (a user namespace too when not root): the kernel kills the namespace when its first process dies | `RLIMIT_NPROC` (per user, not per run; binds nobody as root), no memory limit | `RLIMIT_CPU` per process |
+//! | no writable cgroup | a PID namespace per run (a user namespace too when the server holds no CAP_SYS_ADMIN: not root and not in its own user namespace, `crate::identity`): the kernel kills the namespace when its first process dies | `RLIMIT_NPROC` (per user, not per run; binds nobody as root), no memory limit | `RLIMIT_CPU` per process |
 //! | none of these | the process group only (logged as a warning at startup) | as above | as above |
 //!
 //! `file_size` and `open_files` are `RLIMIT_FSIZE` and `RLIMIT_NOFILE` everywhere,
@@ -23,15 +23,18 @@
 
 mod group;
 mod mounts;
-mod sys;
+mod probe;
+pub(crate) mod sys;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use probe::{probe, Enforcement};
 pub use toolsrv_protocol::{LimitName, Limits};
 
+use crate::identity::IdMaps;
 use crate::spawn::Join;
 use group::Group;
 use mounts::Hierarchy;
@@ -71,6 +74,8 @@ pub struct Containment {
     cgroups: Option<Cgroups>,
     summary: String,
     notes: Vec<String>,
+    /// The server's ids, mapped in each run's user namespace (when runs get one).
+    own_ids: Option<IdMaps>,
 }
 
 /// The hierarchies in use and the server's instance directory in each.
@@ -138,12 +143,13 @@ impl Containment {
                         cgroups: Some(cg),
                         summary,
                         notes,
+                        own_ids: None,
                     };
                 }
                 if force == "cgroup" {
                     notes.push(format!("{FORCE_ENV}=cgroup, but no cgroup is writable"));
                 }
-                Containment::namespaces(!sys::is_root(), notes)
+                Containment::namespaces(!crate::identity::may_create_namespaces(), notes)
             }
             "pidns" => Containment::namespaces(false, notes),
             "userns" => Containment::namespaces(true, notes),
@@ -152,19 +158,20 @@ impl Containment {
                 cgroups: None,
                 summary: format!("none ({FORCE_ENV}=none)"),
                 notes,
+                own_ids: None,
             },
             other => {
                 notes.push(format!(
                     "{FORCE_ENV}={other:?} is not one of auto, cgroup, pidns, userns, none: detecting"
                 ));
-                Containment::namespaces(!sys::is_root(), notes)
+                Containment::namespaces(!crate::identity::may_create_namespaces(), notes)
             }
         }
     }
 
     fn namespaces(user: bool, notes: Vec<String>) -> Containment {
         let summary = if user {
-            "a PID namespace and a user namespace per run; processes limit as RLIMIT_NPROC (per user), no memory limit, cpu as RLIMIT_CPU per process"
+            "a PID namespace and a user namespace per run (mapping the server's uid and gid to themselves); processes limit as RLIMIT_NPROC (per user), no memory limit, cpu as RLIMIT_CPU per process"
         } else {
             "a PID namespace per run; no cgroup limits (processes as RLIMIT_NPROC, which binds no root process; no memory limit; cpu as RLIMIT_CPU per process)"
         };
@@ -173,6 +180,7 @@ impl Containment {
             cgroups: None,
             summary: summary.to_string(),
             notes,
+            own_ids: user.then(IdMaps::current),
         }
     }
 
@@ -185,6 +193,19 @@ impl Containment {
     /// enforced.
     pub fn summary(&self) -> &str {
         &self.summary
+    }
+
+    /// How runs are contained and how each limit is enforced, as facts
+    /// (`toolsrv doctor`).
+    pub fn enforcement(&self) -> Enforcement {
+        let Some(cg) = &self.cgroups else {
+            let mut e = probe::without_cgroups(self.mechanism, sys::is_root());
+            if self.mechanism == Mechanism::None {
+                e.grouping = self.summary.clone();
+            }
+            return e;
+        };
+        cg.enforcement()
     }
 
     /// What detection noticed on the way (a controller it could not use, stale
@@ -339,34 +360,57 @@ impl Cgroups {
         })
     }
 
-    fn describe(&self) -> String {
+    fn enforcement(&self) -> Enforcement {
         let grouping = match (&self.v2, &self.pids) {
             (Some(d), _) => format!("cgroup v2 group per run under {}", d.display()),
             (None, Some(d)) => format!("cgroup v1 pids group per run under {}", d.display()),
             (None, None) => "no group".to_string(),
         };
         let processes = if self.v2_pids {
-            "v2 pids.max".to_string()
+            Some("v2 pids.max".to_string())
         } else if let Some(d) = &self.pids {
-            format!("v1 pids.max ({})", d.display())
+            Some(format!("v1 pids.max ({})", d.display()))
         } else {
-            "RLIMIT_NPROC (per user)".to_string()
+            (!sys::is_root()).then(|| "RLIMIT_NPROC (per user, not per run)".to_string())
         };
         let memory = if self.v2_memory {
-            "v2 memory.max".to_string()
-        } else if let Some(d) = &self.memory {
-            format!("v1 memory.limit_in_bytes ({})", d.display())
+            Some("v2 memory.max".to_string())
         } else {
-            "not enforced (no memory controller)".to_string()
+            self.memory
+                .as_ref()
+                .map(|d| format!("v1 memory.limit_in_bytes ({})", d.display()))
         };
         let cpu = if self.v2.is_some() {
-            "v2 cpu.stat"
+            "v2 cpu.stat and RLIMIT_CPU"
         } else if self.cpuacct.is_some() {
-            "v1 cpuacct.usage"
+            "v1 cpuacct.usage and RLIMIT_CPU"
         } else {
             "RLIMIT_CPU per process"
         };
-        format!("{grouping}; processes: {processes}; memory: {memory}; cpu: {cpu} and RLIMIT_CPU; file_size, open_files: rlimits")
+        Enforcement {
+            mechanism: Mechanism::Cgroup.name(),
+            grouping,
+            processes,
+            memory,
+            cpu: cpu.to_string(),
+            file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".to_string(),
+        }
+    }
+
+    /// The startup log's line: [`Cgroups::enforcement`] in words.
+    fn describe(&self) -> String {
+        let e = self.enforcement();
+        format!(
+            "{}; processes: {}; memory: {}; cpu: {}; file_size, open_files: rlimits",
+            e.grouping,
+            e.processes
+                .as_deref()
+                .unwrap_or("not enforced (RLIMIT_NPROC binds no root process)"),
+            e.memory
+                .as_deref()
+                .unwrap_or("not enforced (no memory controller)"),
+            e.cpu
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
@@ -722,6 +766,7 @@ impl Run {
         if let Mechanism::PidNamespace { user } = self.owner.mechanism {
             join.new_pid_ns = true;
             join.new_user_ns = user;
+            join.own_ids = self.owner.own_ids;
         }
         let cgroup_processes = self
             .owner

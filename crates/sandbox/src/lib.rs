@@ -8,6 +8,10 @@
 //!   ([`confine::Confinement`]), built in the parent.
 //! - [`contain`]: the kernel groups (cgroups, or PID namespaces) that hold every process
 //!   of a run, its limits, and killing it whole.
+//! - [`doctor`]: what this host or a running server enforces of a policy, and
+//!   what is missing (`toolsrv doctor`).
+//! - [`identity`]: the server's own user namespace (a non-root server's tools
+//!   keep its uid and gid), or the per-run uid and gid maps where the host refuses.
 //! - [`workdir`], [`open`]: a request's working directory opened once, beneath
 //!   `--cwd`, and the race-free opens and file identities the rules are built from.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
@@ -15,6 +19,8 @@
 
 pub mod confine;
 pub mod contain;
+pub mod doctor;
+pub mod identity;
 pub mod open;
 pub mod policy;
 pub mod rules;

@@ -15,6 +15,7 @@
 
 mod child;
 mod clone3;
+mod idmap;
 mod launch;
 mod process;
 mod stack;
@@ -70,6 +71,10 @@ pub struct Join {
     pub new_pid_ns: bool,
     /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
     pub new_user_ns: bool,
+    /// With `new_user_ns`: the server's uid and gid, which the child maps to
+    /// themselves in its new user namespace (CONTRACT §13: a tool sees its
+    /// server's identity).
+    pub own_ids: Option<crate::identity::IdMaps>,
 }
 
 impl Default for Join {
@@ -81,6 +86,7 @@ impl Default for Join {
             rlimits: [(-1, 0); 4],
             new_pid_ns: false,
             new_user_ns: false,
+            own_ids: None,
         }
     }
 }
@@ -475,6 +481,9 @@ fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError
         Some(Stage::Capabilities) => setup("capabilities"),
         Some(Stage::Contain) => setup("joining the run's cgroup"),
         Some(Stage::Limits) => setup("resource limits"),
+        Some(Stage::Identity) => {
+            setup("mapping the server's uid and gid in the run's user namespace")
+        }
         None => SpawnError::UnknownStage(stage),
     }
 }

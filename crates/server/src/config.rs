@@ -51,6 +51,9 @@ pub struct ServeConfig {
     pub auth_timeout: Duration,
     /// Bounds on finished processes and running background processes.
     pub retention: crate::procs::Retention,
+    /// What this server set up to confine its tools with (the `doctor`
+    /// file); `None`: probed when the server starts.
+    pub facts: Option<toolsrv_sandbox::doctor::Facts>,
 }
 
 impl ServeConfig {
@@ -78,6 +81,7 @@ impl ServeConfig {
             max_connections: 1024,
             auth_timeout: Duration::from_secs(10),
             retention: crate::procs::Retention::default(),
+            facts: None,
         }
     }
 }

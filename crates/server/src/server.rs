@@ -74,6 +74,8 @@ pub struct Server {
     pub(crate) broker: Broker,
     /// Open connections and when the server was last busy (idle monitor).
     pub(crate) activity: crate::activity::Activity,
+    /// What the server confines its tools with (the `doctor` file).
+    pub(crate) facts: toolsrv_sandbox::doctor::Facts,
     /// Where the built-in tools were written when the tools directory does not
     /// exist; removed when the server ends.
     _builtin_dir: Option<tempfile::TempDir>,
@@ -131,6 +133,13 @@ impl Server {
             .map(|d| d.as_secs() as u32)
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
+        let facts = config.facts.clone().unwrap_or_else(|| {
+            let mut f = toolsrv_sandbox::doctor::Facts::host(None, None);
+            f.source = toolsrv_sandbox::doctor::Source::Server;
+            f.containment = containment.enforcement();
+            f.unconfined = config.yolo;
+            f
+        });
         let mut executor = Executor::new(
             policy,
             &config.cwd,
@@ -154,6 +163,7 @@ impl Server {
             procs: ProcTable::new(config.max_output, config.retention),
             broker: Broker::default(),
             _builtin_dir: builtin_dir,
+            facts,
             config,
         }))
     }

@@ -256,6 +256,15 @@ pub enum Command {
     Remote(RemoteCommand),
     /// Serve the agent's tools to MCP clients (stdio, or Streamable HTTP with --http).
     Mcp(McpArgs),
+    /// Show what this host (and, with --socket, the running server) enforces
+    /// of the policy, what is missing and what to change; exit 1 unless
+    /// everything the policy asks for is enforced.
+    Doctor {
+        /// The policy to judge against (default: the config directory's
+        /// sandbox.yaml, else the built-in policy).
+        #[arg(long, value_name = "FILE")]
+        sandbox: Option<PathBuf>,
+    },
     /// Show the server's platform and architecture.
     Info,
     /// List every tool available on the server's host.

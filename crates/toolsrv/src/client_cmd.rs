@@ -102,6 +102,7 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         | Command::Completions { .. }
         | Command::Man
         | Command::Remote(_)
+        | Command::Doctor { .. }
         | Command::Mcp(_) => {
             unreachable!("handled in main")
         }

@@ -5,6 +5,7 @@
 //! - [`client_cmd`]: the client subcommands, over the client library.
 //! - [`connect`]: which server the client commands talk to, and connecting to it.
 //! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).
+//! - [`doctor_cmd`]: `toolsrv doctor`: what this host and a running server enforce.
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
 //! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
@@ -26,6 +27,7 @@ mod client_cmd;
 mod connect;
 mod describe;
 mod docs;
+mod doctor_cmd;
 mod init;
 mod interrupt;
 mod logwriter;
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         cli::Command::Man => docs::man(),
         cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
         cli::Command::Mcp(args) => mcp_cmd::main(&cli.global, args),
+        cli::Command::Doctor { sandbox } => doctor_cmd::main(&cli.global, sandbox),
         other => client_cmd::main(&cli.global, other),
     }
 }

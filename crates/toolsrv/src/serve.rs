@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use toolsrv_sandbox::contain::{Containment, Mechanism};
+use toolsrv_sandbox::doctor::{Facts, Source};
+use toolsrv_sandbox::identity::Identity;
 
 use anyhow::{bail, Context, Result};
 use tokio_util::sync::CancellationToken;
@@ -56,6 +58,7 @@ fn scrub_environment() {
 /// Run the daemon; configuration errors found at startup exit 1.
 pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     let force_containment = std::env::var(toolsrv_sandbox::contain::FORCE_ENV).ok();
+    let force_userns = std::env::var(toolsrv_sandbox::identity::FORCE_ENV).ok();
     let activated = take_socket_activation();
     scrub_environment();
     let mut config = match resolve(args, secret_file) {
@@ -71,10 +74,24 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     }
     fit_descriptor_limit(&mut config);
     map_large_allocations();
+    // Still single-threaded: a server that is not root enters its own user
+    // namespace here, so that its tools keep its uid and gid and the
+    // namespaces below need no user namespace per run.
+    let identity = match Identity::establish(force_userns.as_deref()) {
+        Ok(id) => id,
+        Err(e) => {
+            if config.log.is_some() {
+                tracing::error!("{e}");
+            }
+            say!("toolsrv: {e}");
+            return ExitCode::from(1);
+        }
+    };
     // Before any thread exists: make this server's groups (and remove those of
     // dead servers), fork the watchdog that tears them down if the server dies,
     // and become the subreaper of everything our tools start.
     let containment = Arc::new(Containment::start(force_containment.as_deref()));
+    config.facts = Some(server_facts(&config, &identity, &containment));
     let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
@@ -102,7 +119,7 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
         }
     };
     let logs_to_file = config.log.is_some();
-    match rt.block_on(run(config, watchdog, containment, activated)) {
+    match rt.block_on(run(config, watchdog, containment, identity, activated)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Said once: on stderr, and in the log file when there is one.
@@ -294,6 +311,7 @@ async fn run(
     config: ServeConfig,
     watchdog: Option<Arc<toolsrv_server::watchdog::Watchdog>>,
     containment: Arc<Containment>,
+    identity: Identity,
     activated: bool,
 ) -> Result<()> {
     // Handlers first: a signal that arrives once the socket exists must already
@@ -318,6 +336,7 @@ async fn run(
         "toolsrv serving"
     );
     log_containment(&containment);
+    log_identity(&identity);
     if !containment.mechanism().contains() && !policy.current().general.best_effort {
         containment.shutdown(std::time::Duration::from_secs(1));
         bail!(
@@ -374,6 +393,28 @@ fn log_containment(c: &Containment) {
         ),
         m => tracing::info!(mechanism = ?m, how = %c.summary(), "containment"),
     }
+}
+
+/// What this server confines its tools with (its `doctor` file): the
+/// filesystem view is probed with a throwaway thread (`unshare(CLONE_NEWNS)`).
+fn server_facts(config: &ServeConfig, id: &Identity, containment: &Containment) -> Facts {
+    let kernel = toolsrv_sandbox::confine::landlock_abi();
+    Facts {
+        source: Source::Server,
+        landlock_abi: config.landlock_abi_limit.map_or(kernel, |l| kernel.min(l)),
+        seccomp: toolsrv_sandbox::doctor::seccomp_available(),
+        containment: containment.enforcement(),
+        identity: id.mode(),
+        ids: (id.uid(), id.gid()),
+        identity_reason: id.reason().map(str::to_string),
+        filesystem_view: toolsrv_sandbox::identity::mount_namespace_available(),
+        unconfined: config.yolo,
+    }
+}
+
+/// Says at startup which identity tools run under and why.
+fn log_identity(id: &Identity) {
+    tracing::info!(mode = %id.mode(), uid = id.uid(), gid = id.gid(), how = %id.summary(), "identity");
 }
 
 /// SIGINT and SIGTERM.

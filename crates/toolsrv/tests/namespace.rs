@@ -5,11 +5,12 @@ use toolsrv_wire::{Body, DMDIR, ORDWR, OREAD, OWRITE};
 use crate::util::Server;
 
 /// The root's entries and their modes (CONTRACT §4).
-pub const ROOT_ENTRIES: [(&str, u32); 7] = [
+pub const ROOT_ENTRIES: [(&str, u32); 8] = [
     ("ctl", 0o200),
     ("tools", 0o600),
     ("all", 0o444),
     ("info", 0o444),
+    ("doctor", 0o444),
     ("tools_rev", 0o600),
     ("bypass", DMDIR | 0o555),
     ("proc", DMDIR | 0o555),

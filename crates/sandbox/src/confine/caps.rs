@@ -86,7 +86,8 @@ fn keep_mask() -> [u32; 2] {
 
 /// What a confined child should set: the current capabilities within
 /// [`KEEP`], none inheritable. `None` when that changes nothing (a server
-/// that is not root usually holds no capabilities at all).
+/// that is neither root nor in its own user namespace usually holds no
+/// capabilities at all).
 pub fn reduced() -> io::Result<Option<Caps>> {
     let now = current()?;
     let mask = keep_mask();

@@ -28,3 +28,21 @@ pub(crate) fn is_root() -> bool {
     // Safety: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Whether this process may make entries in `dir` (write and search
+/// permission, checked with the effective ids).
+pub(crate) fn may_write(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // Safety: `c` is a NUL-terminated path alive across the call.
+    unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::W_OK | libc::X_OK,
+            libc::AT_EACCESS,
+        ) == 0
+    }
+}

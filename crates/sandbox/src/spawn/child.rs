@@ -44,6 +44,8 @@ pub(crate) enum Stage {
     Contain = 12,
     /// `prlimit64`.
     Limits = 13,
+    /// Writing its own `setgroups`, `uid_map` and `gid_map`.
+    Identity = 14,
 }
 
 impl Stage {
@@ -63,6 +65,7 @@ impl Stage {
             11 => Stage::Capabilities,
             12 => Stage::Contain,
             13 => Stage::Limits,
+            14 => Stage::Identity,
             _ => return None,
         })
     }
@@ -137,6 +140,9 @@ impl<T> At<T> for Result<T, sys::Errno> {
 /// The steps of docs/spawn-and-confinement.md, in its order.
 fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     reset_signals(args.reset_signals.load(Ordering::Relaxed))?;
+    if let Some(ids) = &args.join.own_ids {
+        super::idmap::map_own_ids(ids).at(Stage::Identity)?;
+    }
     join_run(args)?;
     sys::setpgid(0, 0).at(Stage::ProcessGroup)?;
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;

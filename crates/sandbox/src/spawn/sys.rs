@@ -349,3 +349,32 @@ unsafe fn call(nr: c_long, a: [c_long; 6]) -> c_long {
         ret
     }
 }
+
+/// `openat(AT_FDCWD, path, O_WRONLY | O_CLOEXEC)`: the descriptor.
+///
+/// # Safety
+/// `path` points to a NUL-terminated string that stays alive during the call.
+#[inline(always)]
+pub(crate) unsafe fn open_write_only(path: *const c_char) -> Result<c_int, Errno> {
+    // Safety: the kernel reads the string the caller vouches for.
+    let ret = unsafe {
+        call(
+            libc::SYS_openat,
+            [
+                c_long::from(libc::AT_FDCWD),
+                path as c_long,
+                c_long::from(libc::O_WRONLY | libc::O_CLOEXEC),
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    result(ret).map(|fd| fd as c_int)
+}
+
+/// `close(fd)`; an error is ignored (the descriptor is gone either way).
+#[inline(always)]
+pub(crate) fn close(fd: c_int) {
+    let _ = integers(libc::SYS_close, [c_long::from(fd), 0, 0, 0, 0, 0]);
+}

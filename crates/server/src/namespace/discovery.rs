@@ -21,6 +21,24 @@ pub(crate) fn info_file(
     Generated(move || Ok(body.clone().into_bytes()))
 }
 
+/// `doctor`: what this server confines its tools with, held against its
+/// current policy (CONTRACT §17; the JSON of `toolsrv doctor --json`).
+pub(crate) fn doctor_file(
+    server: &Arc<Server>,
+) -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {
+    let server = server.clone();
+    Generated(move || {
+        let store = &server.executor.policy;
+        let path = store.path().map(|p| p.display().to_string());
+        let report = toolsrv_sandbox::doctor::Report::evaluate(
+            &server.facts,
+            &store.current(),
+            path.as_deref(),
+        );
+        to_json(&report)
+    })
+}
+
 /// Run blocking catalog work (file I/O) off the connection's reader.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
     tokio::task::spawn_blocking(f)

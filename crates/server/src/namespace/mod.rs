@@ -2,7 +2,7 @@
 //! from the server's state, as the architecture's `BuildTree(Spec(server))`.
 //!
 //! - [`bypassfs`]: `bypass/pending`, `bypass/resolve`.
-//! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `tools_rev`.
+//! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `doctor`, `tools_rev`.
 //! - [`procfs`]: `proc/list`, `proc/new`, `proc/new.bg`, `proc/{pid}/`.
 
 mod bypassfs;
@@ -36,6 +36,7 @@ pub(crate) fn spec(server: &Arc<Server>) -> Node {
             ),
             file("all", 0o444, discovery::AllFile(server.clone())),
             file("info", 0o444, discovery::info_file(server)),
+            file("doctor", 0o444, discovery::doctor_file(server)),
             file(
                 "tools_rev",
                 0o600,

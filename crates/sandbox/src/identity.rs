@@ -1,0 +1,436 @@
+//! The identity tools run under (CONTRACT §13): a server run by an ordinary
+//! user runs tools whose uid and gid are its own, whatever namespaces it uses.
+//!
+//! A server that is not root enters a user namespace of its own at startup,
+//! while it is still single-threaded ([`Identity::establish`]): `unshare(
+//! CLONE_NEWUSER)`, `deny` to `/proc/self/setgroups`, then `uid_map`
+//! `"U U 1"` and `gid_map` `"G G 1"`. Its ids stay what they were, and it
+//! holds every capability over the namespaces it creates from then on: a PID
+//! namespace per run needs no user namespace per run (tools keep the server's
+//! uid, files they make are owned by it), and a mount namespace can be made
+//! for the filesystem view. A tool holds none of these capabilities: `execve`
+//! by a uid that is not the namespace's root clears them, and confined runs
+//! drop them before (`confine::caps`).
+//!
+//! Where the host refuses (user namespaces disabled or restricted, e.g.
+//! Ubuntu's AppArmor default) or where mapping would be unsafe, the server
+//! stays where it is ([`Mode::PerRun`]): a run that gets a user namespace
+//! from the containment maps the server's ids in it itself ([`IdMaps`],
+//! written by the child before anything of the tool runs).
+//!
+//! docs/containment.md ("Identity") lists what changes for a server in its
+//! own user namespace.
+
+mod sys;
+
+use std::fmt;
+
+/// Environment variable that chooses the mode: `own` (the default: enter a
+/// user namespace of the server's own where possible) or `per-run` (stay
+/// out of one; runs that get a user namespace map the ids themselves).
+pub const FORCE_ENV: &str = "TOOLSRV_USERNS";
+
+/// How tools get the server's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The server runs as root: no user namespace; tools run as root (with the
+    /// capabilities of `confine::caps::KEEP` when confined).
+    Root,
+    /// The server entered its own user namespace at startup, mapping its uid
+    /// and gid to themselves.
+    OwnNamespace,
+    /// The server stays in the namespace it was started in; a run that gets
+    /// a user namespace maps the server's uid and gid in it.
+    PerRun,
+}
+
+impl Mode {
+    /// The stable name of the mode (`toolsrv doctor --json`, the log).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Root => "root",
+            Mode::OwnNamespace => "own-user-namespace",
+            Mode::PerRun => "per-run-user-namespace",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why the server could not enter its own user namespace once it had left
+/// the old one: it must not serve (its ids would read as the overflow id).
+#[derive(Debug, thiserror::Error)]
+#[error("entered a new user namespace but cannot write {file} ({value:?}): {source}")]
+pub struct IdentityError {
+    /// The `/proc/self` file.
+    pub file: &'static str,
+    /// What was written.
+    pub value: String,
+    /// Why it failed.
+    pub source: std::io::Error,
+}
+
+/// The identity the server established at startup.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    mode: Mode,
+    uid: u32,
+    gid: u32,
+    /// Why the server is not in its own user namespace (for [`Mode::PerRun`]).
+    reason: Option<String>,
+}
+
+impl Identity {
+    /// Establishes the identity: enters the server's own user namespace when
+    /// it is not root (unless `force`, the value of [`FORCE_ENV`], says
+    /// `per-run`, or the host refuses). Call while the process is
+    /// single-threaded (`unshare(CLONE_NEWUSER)` refuses otherwise).
+    ///
+    /// Fails only when the namespace was entered but its maps could not be
+    /// written: the server's ids would then read as the overflow id, which
+    /// is also what other users' connections read as.
+    pub fn establish(force: Option<&str>) -> Result<Identity, IdentityError> {
+        let (ruid, euid, suid) = sys::uids();
+        let (rgid, egid, sgid) = sys::gids();
+        let mut id = Identity {
+            mode: Mode::PerRun,
+            uid: euid,
+            gid: egid,
+            reason: None,
+        };
+        if euid == 0 {
+            id.mode = Mode::Root;
+            return Ok(id);
+        }
+        match force.unwrap_or_default() {
+            "" | "own" | "auto" => {}
+            "per-run" => {
+                id.reason = Some(format!("{FORCE_ENV}=per-run"));
+                return Ok(id);
+            }
+            other => {
+                id.reason = Some(format!(
+                    "{FORCE_ENV}={other:?} is not one of own, per-run: staying out of a user namespace"
+                ));
+                return Ok(id);
+            }
+        }
+        if let Some(why) = unmappable(ruid, euid, suid, rgid, egid, sgid) {
+            id.reason = Some(why);
+            return Ok(id);
+        }
+        if let Err(e) = sys::unshare(libc::CLONE_NEWUSER) {
+            id.reason = Some(format!(
+                "unshare(CLONE_NEWUSER): {e}; {}",
+                user_namespace_fix()
+            ));
+            return Ok(id);
+        }
+        let maps = IdMaps::new(euid, egid);
+        for (file, path, value) in maps.files() {
+            sys::write_proc(path, value).map_err(|errno| IdentityError {
+                file,
+                value: String::from_utf8_lossy(value).trim_end().to_string(),
+                source: std::io::Error::from_raw_os_error(errno),
+            })?;
+        }
+        id.mode = Mode::OwnNamespace;
+        Ok(id)
+    }
+
+    /// The mode in use.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The server's (and its tools') uid.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// The server's (and its tools') gid.
+    pub fn gid(&self) -> u32 {
+        self.gid
+    }
+
+    /// Why the server is not in its own user namespace, when it is not root
+    /// and not in one.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// One line for the startup log.
+    pub fn summary(&self) -> String {
+        match self.mode {
+            Mode::Root => "root: tools run as root (no user namespace)".to_string(),
+            Mode::OwnNamespace => format!(
+                "the server's own user namespace (uid {u} and gid {g} mapped to themselves): tools run as uid {u}, gid {g}",
+                u = self.uid,
+                g = self.gid
+            ),
+            Mode::PerRun => format!(
+                "no user namespace of the server's own ({}): a run that gets a user namespace maps uid {} and gid {} in it",
+                self.reason.as_deref().unwrap_or("not tried"),
+                self.uid,
+                self.gid
+            ),
+        }
+    }
+}
+
+/// Why the ids cannot be mapped to themselves safely, if they cannot.
+fn unmappable(ruid: u32, euid: u32, suid: u32, rgid: u32, egid: u32, sgid: u32) -> Option<String> {
+    if ruid != euid || suid != euid || rgid != egid || sgid != egid {
+        // Only the effective ids can be mapped by an unprivileged process:
+        // the others would read as the overflow id.
+        return Some(format!(
+            "real, effective and saved ids differ (uids {ruid}/{euid}/{suid}, gids {rgid}/{egid}/{sgid})"
+        ));
+    }
+    let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(65534);
+    if euid == overflow {
+        // Inside the namespace every unmapped uid reads as the overflow uid:
+        // other users' connections would carry the server's own uid.
+        return Some(format!(
+            "the server runs as the overflow uid {overflow}, which every other user's id would read as in a user namespace"
+        ));
+    }
+    None
+}
+
+/// What to change on a host that refuses unprivileged user namespaces.
+pub fn user_namespace_fix() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let mut fixes = Vec::new();
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        fixes.push("sysctl kernel.unprivileged_userns_clone=1");
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        fixes.push("sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile for the toolsrv binary with `userns,`)");
+    }
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        fixes.push("sysctl user.max_user_namespaces=15000");
+    }
+    if fixes.is_empty() {
+        "allow unprivileged user namespaces on this host (kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns, user.max_user_namespaces, or the container runtime's seccomp profile)".to_string()
+    } else {
+        fixes.join("; ")
+    }
+}
+
+/// Whether the calling thread holds CAP_SYS_ADMIN in its user namespace: it
+/// may then create PID and mount namespaces without a user namespace of
+/// their own (root, or a server in its own user namespace).
+pub fn may_create_namespaces() -> bool {
+    sys::holds_sys_admin()
+}
+
+/// The `/proc/self` writes that map a uid and a gid to themselves in a new
+/// user namespace, prepared as bytes so that a child between `clone` and
+/// `execve` writes them without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdMaps {
+    uid_map: [u8; 32],
+    uid_len: usize,
+    gid_map: [u8; 32],
+    gid_len: usize,
+}
+
+impl IdMaps {
+    /// `/proc/self/setgroups`.
+    pub(crate) const SETGROUPS: &'static [u8] = b"/proc/self/setgroups\0";
+    /// `/proc/self/uid_map`.
+    pub(crate) const UID_MAP: &'static [u8] = b"/proc/self/uid_map\0";
+    /// `/proc/self/gid_map`.
+    pub(crate) const GID_MAP: &'static [u8] = b"/proc/self/gid_map\0";
+    /// What `setgroups` gets (before `gid_map`, as an unprivileged map needs).
+    pub(crate) const DENY: &'static [u8] = b"deny";
+
+    /// The maps of `uid` and `gid` to themselves.
+    pub fn new(uid: u32, gid: u32) -> IdMaps {
+        let line = |id: u32| {
+            let text = format!("{id} {id} 1\n");
+            let mut buf = [0u8; 32];
+            buf[..text.len()].copy_from_slice(text.as_bytes());
+            (buf, text.len())
+        };
+        let (uid_map, uid_len) = line(uid);
+        let (gid_map, gid_len) = line(gid);
+        IdMaps {
+            uid_map,
+            uid_len,
+            gid_map,
+            gid_len,
+        }
+    }
+
+    /// The maps of this process's effective uid and gid.
+    pub fn current() -> IdMaps {
+        let (_, euid, _) = sys::uids();
+        let (_, egid, _) = sys::gids();
+        IdMaps::new(euid, egid)
+    }
+
+    /// `(name, NUL-terminated path, bytes)` of the three writes, in order.
+    pub(crate) fn files(&self) -> [(&'static str, &'static [u8], &[u8]); 3] {
+        [
+            ("/proc/self/setgroups", Self::SETGROUPS, Self::DENY),
+            (
+                "/proc/self/uid_map",
+                Self::UID_MAP,
+                &self.uid_map[..self.uid_len],
+            ),
+            (
+                "/proc/self/gid_map",
+                Self::GID_MAP,
+                &self.gid_map[..self.gid_len],
+            ),
+        ]
+    }
+}
+
+/// What a throwaway process found this host allows an unprivileged server
+/// ([`probe`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The identity mode a server started now with the same environment
+    /// would use.
+    pub mode: Mode,
+    /// Why not [`Mode::OwnNamespace`], for a server that is not root.
+    pub reason: Option<String>,
+    /// Whether such a server could make a mount namespace (the filesystem
+    /// view): root, or in its own user namespace.
+    pub mount_namespace: Result<(), String>,
+}
+
+/// Exit codes of the probe's child.
+const PROBE_OK: i32 = 0;
+const PROBE_NO_USERNS: i32 = 10;
+const PROBE_NO_MAPS: i32 = 11;
+const PROBE_NO_MOUNTNS: i32 = 12;
+
+/// Finds out, in a forked throwaway child (the caller may be
+/// multi-threaded), what [`Identity::establish`] would do here with `force`
+/// and whether a mount namespace could then be made. Changes nothing in the
+/// calling process.
+pub fn probe(force: Option<&str>) -> Probe {
+    let (ruid, euid, suid) = sys::uids();
+    let (rgid, egid, sgid) = sys::gids();
+    let root = euid == 0;
+    let mut reason = None;
+    let try_userns = if root {
+        false
+    } else if !matches!(force.unwrap_or_default(), "" | "own" | "auto") {
+        reason = Some(format!("{FORCE_ENV}={}", force.unwrap_or_default()));
+        false
+    } else if let Some(why) = unmappable(ruid, euid, suid, rgid, egid, sgid) {
+        reason = Some(why);
+        false
+    } else {
+        true
+    };
+    let maps = IdMaps::new(euid, egid);
+    let code = sys::in_child(|| {
+        if try_userns {
+            if sys::unshare(libc::CLONE_NEWUSER).is_err() {
+                return PROBE_NO_USERNS;
+            }
+            for (_, path, value) in maps.files() {
+                if sys::write_proc(path, value).is_err() {
+                    return PROBE_NO_MAPS;
+                }
+            }
+        }
+        if sys::unshare(libc::CLONE_NEWNS).is_err() {
+            return PROBE_NO_MOUNTNS;
+        }
+        PROBE_OK
+    });
+    let mode = if root {
+        Mode::Root
+    } else if try_userns && matches!(code, Some(PROBE_OK) | Some(PROBE_NO_MOUNTNS)) {
+        Mode::OwnNamespace
+    } else {
+        Mode::PerRun
+    };
+    match code {
+        Some(PROBE_NO_USERNS) => {
+            reason = Some(format!(
+                "unshare(CLONE_NEWUSER) is refused; {}",
+                user_namespace_fix()
+            ))
+        }
+        Some(PROBE_NO_MAPS) => {
+            reason = Some("the uid and gid maps of a new user namespace cannot be written".into())
+        }
+        None => reason = Some("the probe process could not run".into()),
+        _ => {}
+    }
+    let mount_namespace = match (mode, code) {
+        (Mode::Root | Mode::OwnNamespace, Some(PROBE_OK)) => Ok(()),
+        (Mode::Root | Mode::OwnNamespace, _) => Err("unshare(CLONE_NEWNS) is refused".to_string()),
+        (Mode::PerRun, _) => Err(format!(
+            "an unprivileged server needs its own user namespace for a mount namespace ({})",
+            reason.as_deref().unwrap_or("not available")
+        )),
+    };
+    Probe {
+        mode,
+        reason,
+        mount_namespace,
+    }
+}
+
+/// Whether this process (as it is now) can make a mount namespace: tried with
+/// `unshare(CLONE_NEWNS)` in a throwaway thread, which leaves the process's
+/// own namespace alone.
+pub fn mount_namespace_available() -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("mountns-probe".into())
+        .spawn(|| sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}")))
+        .map_err(|e| format!("cannot start the probe thread: {e}"))?
+        .join()
+        .unwrap_or_else(|_| Err("the probe thread panicked".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_maps_map_each_id_to_itself_once() {
+        let m = IdMaps::new(1000, 4_294_967_294);
+        let files = m.files();
+        assert_eq!(files[0].2, b"deny");
+        assert_eq!(files[1].2, b"1000 1000 1\n");
+        assert_eq!(files[2].2, b"4294967294 4294967294 1\n");
+        for (name, path, _) in files {
+            assert_eq!(path.last(), Some(&0), "{name} is NUL-terminated");
+            assert_eq!(&path[..path.len() - 1], name.as_bytes());
+        }
+    }
+
+    #[test]
+    fn ids_that_would_read_as_the_overflow_id_are_not_mapped() {
+        assert_eq!(unmappable(1000, 1000, 1000, 1000, 1000, 1000), None);
+        assert!(unmappable(1000, 0, 0, 1000, 1000, 1000).is_some_and(|w| w.contains("differ")));
+        assert!(unmappable(1000, 1000, 1000, 1000, 1001, 1001).is_some());
+        let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(65534u32);
+        assert!(unmappable(overflow, overflow, overflow, 1000, 1000, 1000)
+            .is_some_and(|w| w.contains("overflow uid")));
+    }
+}

@@ -1,0 +1,206 @@
+//! `doctor::Report::evaluate`: facts held against a policy (CONTRACT §17).
+//! The facts are written by hand here, for hosts this machine is not (no
+//! Landlock, user namespaces refused); `crates/toolsrv/tests/doctor.rs`
+//! checks the real host and a real server.
+
+use toolsrv_sandbox::contain::Enforcement;
+use toolsrv_sandbox::doctor::{Facts, Report, Source};
+use toolsrv_sandbox::identity::Mode;
+use toolsrv_sandbox::policy::Policy;
+
+/// A host that has everything.
+fn complete() -> Facts {
+    Facts {
+        source: Source::Host,
+        landlock_abi: 7,
+        seccomp: Ok(()),
+        containment: Enforcement {
+            mechanism: "cgroup",
+            grouping: "cgroup v2 group per run".into(),
+            processes: Some("v2 pids.max".into()),
+            memory: Some("v2 memory.max".into()),
+            cpu: "v2 cpu.stat and RLIMIT_CPU".into(),
+            file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".into(),
+        },
+        identity: Mode::OwnNamespace,
+        ids: (1000, 1000),
+        identity_reason: None,
+        filesystem_view: Ok(()),
+        unconfined: false,
+    }
+}
+
+fn policy(yaml: &str) -> Policy {
+    serde_yaml_ng::from_str(yaml).expect("policy")
+}
+
+fn required(r: &Report) -> Vec<String> {
+    r.missing
+        .iter()
+        .filter(|m| m.required)
+        .map(|m| m.what.clone())
+        .collect()
+}
+
+#[test]
+fn a_complete_host_enforces_a_strict_policy() {
+    let p = policy(
+        "general:\n  best_effort: false\nnetwork:\n  connect_tcp: [443]\nlimits:\n  memory: 1GiB\n",
+    );
+    let r = Report::evaluate(&complete(), &p, Some("/etc/toolsrv/sandbox.yaml"));
+    assert!(r.enforced, "{:?}", r.missing);
+    assert!(r.missing.is_empty());
+    assert_eq!(r.policy.path.as_deref(), Some("/etc/toolsrv/sandbox.yaml"));
+    assert!(r.landlock.audit && r.denials.observable);
+    assert_eq!(r.filesystem.mechanism, "mount-namespace-view");
+    assert_eq!(r.identity.mode, "own-user-namespace");
+}
+
+#[test]
+fn without_landlock_the_fix_is_the_boot_parameter() {
+    let mut f = complete();
+    f.landlock_abi = 0;
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    assert!(!r.enforced);
+    let fs = r
+        .missing
+        .iter()
+        .find(|m| m.what == "Landlock filesystem access control")
+        .expect("filesystem control is missing");
+    assert!(fs.required && fs.fix.contains("lsm=landlock"), "{fs:?}");
+    assert!(!r.denials.observable);
+}
+
+#[test]
+fn an_old_landlock_misses_only_what_the_policy_uses() {
+    let mut f = complete();
+    f.landlock_abi = 3;
+    // Port rules need ABI 4: only a policy with port rules misses them.
+    let plain = Report::evaluate(&f, &Policy::default(), None);
+    assert!(!required(&plain).iter().any(|w| w.contains("TCP port")));
+    let ports = Report::evaluate(&f, &policy("network:\n  bind_tcp: [8080]\n"), None);
+    let tcp = ports
+        .missing
+        .iter()
+        .find(|m| m.what.contains("TCP port"))
+        .expect("port rules are missing");
+    assert!(
+        tcp.fix.contains("ABI 4") && tcp.fix.contains("6.7"),
+        "{tcp:?}"
+    );
+    // Scoping (ABI 6) and audit (ABI 7) are listed but never required.
+    assert!(plain
+        .missing
+        .iter()
+        .any(|m| m.what.contains("scoping") && !m.required));
+}
+
+#[test]
+fn a_refused_user_namespace_means_the_fallback_and_says_which_sysctl() {
+    let mut f = complete();
+    f.identity = Mode::PerRun;
+    f.identity_reason = Some(
+        "unshare(CLONE_NEWUSER): Operation not permitted; sysctl kernel.apparmor_restrict_unprivileged_userns=0".into(),
+    );
+    f.containment.mechanism = "pid-namespace+user-namespace";
+    f.containment.processes = Some("RLIMIT_NPROC (per user, not per run)".into());
+    f.containment.memory = None;
+    f.filesystem_view = Err("an unprivileged server needs its own user namespace".into());
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    assert!(!r.enforced);
+    assert_eq!(r.filesystem.mechanism, "landlock-only-fallback");
+    let view = r
+        .missing
+        .iter()
+        .find(|m| m.what.starts_with("filesystem view"))
+        .expect("the view is missing");
+    assert!(view.required);
+    // The fix names this host's own switch (probed from /proc/sys), or the
+    // whole list where none of them is set.
+    assert!(view.fix.contains("userns"), "{view:?}");
+    // PID namespaces per run need a user namespace too: containment is
+    // missing, with both ways out.
+    let c = r
+        .missing
+        .iter()
+        .find(|m| m.what.starts_with("containment"))
+        .expect("containment is missing");
+    assert!(
+        c.required && c.fix.contains("Delegate=yes") && c.fix.contains("userns"),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn a_forced_mode_is_fixed_by_unsetting_the_variable() {
+    let mut f = complete();
+    f.identity = Mode::PerRun;
+    f.identity_reason = Some("TOOLSRV_USERNS=per-run".into());
+    f.filesystem_view = Err("forced".into());
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    let view = r
+        .missing
+        .iter()
+        .find(|m| m.what.starts_with("filesystem view"))
+        .unwrap();
+    assert_eq!(view.fix, "unset TOOLSRV_USERNS (or set it to `own`)");
+}
+
+#[test]
+fn limits_without_a_controller_and_no_containment_are_missing() {
+    let mut f = complete();
+    f.containment.memory = None;
+    f.containment.processes = None;
+    f.containment.mechanism = "none";
+    let r = Report::evaluate(
+        &f,
+        &policy("limits:\n  memory: 1GiB\n  processes: 64\n"),
+        None,
+    );
+    let req = required(&r);
+    for want in ["containment", "limits.memory", "limits.processes"] {
+        assert!(req.iter().any(|w| w.starts_with(want)), "{want}: {req:?}");
+    }
+    assert!(r
+        .missing
+        .iter()
+        .all(|m| !m.required || m.fix.contains("Delegate=yes")));
+    // A policy without those limits misses only the containment.
+    let r = Report::evaluate(&f, &policy("limits:\n  memory: 0\n  processes: 0\n"), None);
+    assert_eq!(required(&r).len(), 1, "{:?}", r.missing);
+}
+
+#[test]
+fn a_yolo_server_enforces_nothing() {
+    let mut f = complete();
+    f.source = Source::Server;
+    f.unconfined = true;
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    assert!(!r.enforced);
+    assert!(required(&r).iter().any(|w| w.contains("--yolo")));
+}
+
+#[test]
+fn the_report_round_trips_through_json() {
+    let r = Report::evaluate(&complete(), &Policy::default(), None);
+    let text = serde_json::to_string(&r).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in [
+        "source",
+        "policy",
+        "landlock",
+        "seccomp",
+        "containment",
+        "identity",
+        "filesystem",
+        "network",
+        "denials",
+        "missing",
+        "enforced",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing from {text}");
+    }
+    assert_eq!(v["source"], "host");
+    let back: Report = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, r);
+}

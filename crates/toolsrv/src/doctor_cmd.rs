@@ -1,0 +1,220 @@
+//! `toolsrv doctor`: what this host enforces of a policy and, with
+//! `--socket`, what the running server reports about itself (its `doctor`
+//! file); what is missing and what to change (CONTRACT §17, docs/cli.md).
+//!
+//! Exit status: 0 when everything the policy asks for is enforced (judged as
+//! `general.best_effort: false` would), 1 otherwise or when the policy or the
+//! server cannot be read. With `--socket` the server's report decides.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use toolsrv_sandbox::doctor::{Facts, Report};
+use toolsrv_sandbox::policy::PolicyStore;
+
+use crate::cli::Global;
+use crate::output::{for_terminal, outln};
+
+/// Runs `toolsrv doctor`.
+pub fn main(global: &Global, sandbox: Option<PathBuf>) -> ExitCode {
+    match run(global, sandbox) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) if crate::output::is_stdout_closed(&e) => ExitCode::from(1),
+        Err(e) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "toolsrv doctor: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Prints the reports; whether everything is enforced.
+fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
+    let (policy, path) = policy(sandbox)?;
+    // Probed before any thread exists (the namespace probes fork).
+    let facts = Facts::host(
+        std::env::var(toolsrv_sandbox::contain::FORCE_ENV)
+            .ok()
+            .as_deref(),
+        std::env::var(toolsrv_sandbox::identity::FORCE_ENV)
+            .ok()
+            .as_deref(),
+    );
+    let host = Report::evaluate(&facts, &policy.current(), path.as_deref());
+    let server = if crate::connect::socket_path(global).is_ok() {
+        Some(server_report(global)?)
+    } else {
+        None
+    };
+    let enforced = server.as_ref().unwrap_or(&host).enforced;
+    if global.json {
+        // Both reports and the verdict (docs/cli.md).
+        let both = serde_json::json!({
+            "host": host,
+            "server": server,
+            "enforced": enforced,
+        });
+        outln!("{}", serde_json::to_string_pretty(&both)?)?;
+    } else {
+        print_report(&host, "this host")?;
+        if let Some(s) = &server {
+            outln!("")?;
+            print_report(s, "the server")?;
+        }
+        outln!("")?;
+        if enforced {
+            outln!("everything the policy asks for is enforced")?;
+        } else {
+            outln!("NOT everything the policy asks for is enforced (see \"missing\" above)")?;
+        }
+    }
+    Ok(enforced)
+}
+
+/// `--sandbox P`, else the default policy file when it exists, else the
+/// built-in policy; with its path for the report.
+fn policy(sandbox: Option<PathBuf>) -> Result<(PolicyStore, Option<String>)> {
+    let path = match sandbox {
+        Some(p) => {
+            let p = crate::paths::expand_tilde(&p);
+            anyhow::ensure!(p.is_file(), "--sandbox {}: no such file", p.display());
+            Some(p)
+        }
+        None => Some(crate::paths::config_dir().join("sandbox.yaml")).filter(|p| p.is_file()),
+    };
+    match path {
+        Some(p) => {
+            let store = PolicyStore::open(&p).with_context(|| format!("policy {}", p.display()))?;
+            Ok((store, Some(p.display().to_string())))
+        }
+        None => Ok((PolicyStore::embedded_default(), None)),
+    }
+}
+
+/// The running server's `doctor` file.
+fn server_report(global: &Global) -> Result<Report> {
+    let read = async {
+        let client = crate::connect::connect(global).await?;
+        let data = client
+            .read_file("doctor")
+            .await
+            .context("cannot read the server's doctor file")?;
+        serde_json::from_slice::<Report>(&data).context("the server's doctor file is not a report")
+    };
+    crate::runtime::block_on(read)
+        .unwrap_or_else(|| Err(anyhow::anyhow!("cannot start the async runtime")))
+}
+
+/// The human-readable form of one report.
+fn print_report(r: &Report, whose: &str) -> Result<()> {
+    let t = |s: &str| for_terminal(s).into_owned();
+    let policy = match &r.policy.path {
+        Some(p) => t(p),
+        None => "the built-in policy".to_string(),
+    };
+    outln!(
+        "{whose} ({}), policy {policy} (best_effort: {}):",
+        match r.source {
+            toolsrv_sandbox::doctor::Source::Host => "probed now",
+            toolsrv_sandbox::doctor::Source::Server => "as the server reports it",
+        },
+        r.policy.best_effort
+    )?;
+    let l = &r.landlock;
+    let features: Vec<&str> = [
+        (l.filesystem, "filesystem"),
+        (l.refer, "link/rename"),
+        (l.truncate, "truncate"),
+        (l.tcp_ports, "TCP ports"),
+        (l.ioctl_dev, "device ioctl"),
+        (l.scoping, "scoping"),
+        (l.audit, "audit"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if l.abi == 0 {
+        outln!("  landlock      not enabled")?;
+    } else {
+        outln!("  landlock      ABI {}: {}", l.abi, features.join(", "))?;
+    }
+    outln!(
+        "  seccomp       {} ({})",
+        if r.seccomp.available {
+            "available"
+        } else {
+            "NOT available"
+        },
+        t(&r.seccomp.detail)
+    )?;
+    let c = &r.containment;
+    let limit = |v: &Option<String>| v.as_deref().map_or("not enforced".to_string(), t);
+    outln!("  containment   {}: {}", t(&c.mechanism), t(&c.grouping))?;
+    outln!(
+        "                processes: {}; memory: {}; cpu: {}; file_size: {}; open_files: {}",
+        limit(&c.processes),
+        limit(&c.memory),
+        t(&c.cpu),
+        t(&c.file_size),
+        t(&c.open_files)
+    )?;
+    let i = &r.identity;
+    match &i.reason {
+        Some(why) => outln!(
+            "  identity      {} (uid {}, gid {}): {}",
+            t(&i.mode),
+            i.uid,
+            i.gid,
+            t(why)
+        )?,
+        None => outln!(
+            "  identity      {} (uid {}, gid {})",
+            t(&i.mode),
+            i.uid,
+            i.gid
+        )?,
+    }
+    outln!(
+        "  filesystem    {}: {}",
+        t(&r.filesystem.mechanism),
+        t(&r.filesystem.detail)
+    )?;
+    let n = &r.network;
+    outln!(
+        "  network       {}; network.enabled: false {}; domains: {}",
+        t(&n.mechanism),
+        if n.no_network {
+            "enforced (seccomp)"
+        } else {
+            "NOT enforced"
+        },
+        t(&n.domains)
+    )?;
+    outln!(
+        "  denials       {}: {}",
+        if r.denials.observable {
+            "observable"
+        } else {
+            "not observable"
+        },
+        t(&r.denials.detail)
+    )?;
+    if r.missing.is_empty() {
+        outln!("  missing       nothing")?;
+    }
+    for m in &r.missing {
+        outln!(
+            "  missing       {}{}",
+            t(&m.what),
+            if m.required {
+                ""
+            } else {
+                " (not required by the policy)"
+            }
+        )?;
+        outln!("      fix: {}", t(&m.fix))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! CONTRACT §17, first paragraph: `toolsrv doctor` says what this host and a
+//! running server enforce, what is missing and what to change, and exits 0
+//! only when everything the policy asks for is enforced.
+//!
+//! The facts asserted are this project's machines': root, Landlock, seccomp,
+//! writable cgroups.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::util::{cli, toolsrv_bin, Launch};
+
+/// A policy asking for everything to be enforced, with `limits` (YAML lines
+/// under `limits:`).
+fn strict_policy(dir: &Path, limits: &str) -> std::path::PathBuf {
+    let p = dir.join("strict.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "general:\n  best_effort: false\nfilesystem:\n  rox: [/usr, /bin, /lib]\n  rwx: [\"{{CWD}}\"]\nlimits:\n{limits}\n"
+        ),
+    )
+    .expect("write the policy");
+    p
+}
+
+/// `toolsrv doctor <args>` with `env` added; bounded by the command itself
+/// (it probes in a child process it waits for, and reads one file).
+fn doctor(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = std::process::Command::new(toolsrv_bin());
+    cmd.arg("doctor")
+        .args(args)
+        .env_remove("TOOLSRV_SOCKET")
+        .env_remove("TOOLSRV_CONTAINMENT")
+        .env_remove("TOOLSRV_USERNS")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run toolsrv doctor")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json printed no JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn doctor_describes_this_host_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = strict_policy(dir.path(), "  processes: 100");
+    let policy = policy.to_str().unwrap();
+
+    let out = doctor(&["--json", "--sandbox", policy], &[]);
+    let v = json(&out);
+    let host = &v["host"];
+    assert_eq!(host["source"], "host");
+    assert!(host["landlock"]["abi"].as_i64().unwrap() >= 1, "{host}");
+    assert_eq!(host["landlock"]["filesystem"], true);
+    assert_eq!(host["seccomp"]["available"], true, "{host}");
+    assert_eq!(host["containment"]["mechanism"], "cgroup", "{host}");
+    assert!(host["containment"]["processes"].is_string(), "{host}");
+    assert_eq!(host["identity"]["mode"], "root");
+    assert_eq!(host["identity"]["uid"], 0);
+    assert_eq!(host["filesystem"]["mechanism"], "mount-namespace-view");
+    assert_eq!(host["policy"]["path"], policy);
+    assert_eq!(host["policy"]["best_effort"], false);
+    assert_eq!(
+        host["network"]["domains"],
+        "not in this version (no domain proxy)"
+    );
+    assert!(host["missing"].is_array());
+    assert!(v["server"].is_null(), "no --socket, no server report");
+    let required: Vec<&serde_json::Value> = host["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["required"] == true)
+        .collect();
+    assert_eq!(v["enforced"], required.is_empty());
+    assert_eq!(
+        out.status.code(),
+        Some(if required.is_empty() { 0 } else { 1 })
+    );
+
+    let out = doctor(&["--sandbox", policy], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "this host (probed now)",
+        "landlock      ABI ",
+        "seccomp       available",
+        "containment   cgroup:",
+        "identity      root (uid 0, gid 0)",
+        "filesystem    mount-namespace-view",
+        "network       ",
+        "denials       ",
+        "missing       ",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn doctor_exits_1_when_the_policy_asks_for_what_the_host_does_not_enforce() {
+    let dir = tempfile::tempdir().unwrap();
+    // A strict policy this host enforces whole: exit 0.
+    let enforced = strict_policy(dir.path(), "  processes: 100");
+    let out = doctor(&["--sandbox", enforced.to_str().unwrap()], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // No containment at all (forced, as a server would be): exit 1, naming
+    // what is missing and what to change.
+    let out = doctor(
+        &["--json", "--sandbox", enforced.to_str().unwrap()],
+        &[("TOOLSRV_CONTAINMENT", "none")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert_eq!(v["enforced"], false);
+    let missing = v["host"]["missing"].as_array().unwrap();
+    assert!(
+        missing.iter().any(|m| m["required"] == true
+            && m["what"].as_str().unwrap().starts_with("containment")
+            && m["fix"].as_str().unwrap().contains("Delegate=yes")),
+        "{missing:?}"
+    );
+
+    // A memory limit where only PID namespaces contain runs: no memory
+    // controller enforces it.
+    let memory = dir.path().join("memory.yaml");
+    std::fs::write(
+        &memory,
+        "general:\n  best_effort: false\nlimits:\n  processes: 0\n  memory: 1GiB\n",
+    )
+    .unwrap();
+    let out = doctor(
+        &["--json", "--sandbox", memory.to_str().unwrap()],
+        &[("TOOLSRV_CONTAINMENT", "pidns")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert!(
+        v["host"]["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["what"].as_str().unwrap().starts_with("limits.memory")),
+        "{v}"
+    );
+}
+
+#[test]
+fn doctor_with_a_socket_shows_what_the_running_server_enforces() {
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .env("TOOLSRV_CONTAINMENT", "pidns")
+        .start();
+    let out = cli(&srv.socket)
+        .args(["--json", "doctor"])
+        .env_remove("TOOLSRV_CONTAINMENT")
+        .output()
+        .expect("run toolsrv doctor");
+    let v = json(&out);
+    let server = &v["server"];
+    assert_eq!(server["source"], "server", "{v}");
+    assert_eq!(
+        server["containment"]["mechanism"], "pid-namespace",
+        "{server}"
+    );
+    assert_eq!(server["identity"]["mode"], "root");
+    assert!(server["landlock"]["abi"].as_i64().unwrap() >= 1);
+    // The host, probed without the variable, has cgroups.
+    assert_eq!(v["host"]["containment"]["mechanism"], "cgroup");
+    // The server's report decides the exit status.
+    assert_eq!(v["enforced"], server["enforced"]);
+    let code = if server["enforced"] == true { 0 } else { 1 };
+    assert_eq!(out.status.code(), Some(code), "{v}");
+
+    let out = cli(&srv.socket)
+        .arg("doctor")
+        .env_remove("TOOLSRV_CONTAINMENT")
+        .output()
+        .expect("run toolsrv doctor");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("the server (as the server reports it)")
+            && text.contains("containment   pid-namespace:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_server_reports_a_landlock_abi_limit_and_its_own_file_reads_as_json() {
+    // The server's own view: --landlock-abi-limit lowers what it enforces,
+    // and the report says what that costs.
+    let srv = Launch::new()
+        .args(["--no-auth", "--landlock-abi-limit", "3"])
+        .start();
+    let mut c = srv.attached();
+    let v: serde_json::Value = serde_json::from_slice(&c.read_file("doctor")).unwrap();
+    assert_eq!(v["landlock"]["abi"], 3);
+    assert_eq!(v["landlock"]["tcp_ports"], false);
+    assert_eq!(v["denials"]["observable"], false);
+    assert!(
+        v["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["what"] == "Landlock device ioctl control" && m["required"] == true),
+        "{v}"
+    );
+    assert_eq!(v["enforced"], false);
+}
