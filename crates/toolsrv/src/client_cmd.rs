@@ -100,7 +100,7 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         Command::Serve(_)
         | Command::Init { .. }
         | Command::Completions { .. }
-        | Command::Man
+        | Command::Man { .. }
         | Command::Remote(_)
         | Command::Mcp(_) => {
             unreachable!("handled in main")

@@ -6,6 +6,7 @@
 //! - [`connect`]: which server the client commands talk to, and connecting to it.
 //! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
+//! - [`help`]: the command as users see it (which flags each subcommand shows), and parsing.
 //! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
 //! - [`proc_cmd`]: `call`, `bg`, `ps`, `stat`, `out`, `wait`, `kill`, `dismiss`.
@@ -23,6 +24,7 @@ mod client_cmd;
 mod connect;
 mod describe;
 mod docs;
+mod help;
 mod init;
 mod logwriter;
 mod mcp_cmd;
@@ -37,18 +39,17 @@ mod stream;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    if docs::serve_help_requested() {
-        return docs::serve_help();
+    let cli = help::parse();
+    if let Err(e) = help::refuse_client_flags(&cli.global, &cli.command) {
+        logwriter::say!("toolsrv: {e:#}");
+        return ExitCode::from(2);
     }
-    let cli = cli::Cli::parse();
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args, cli.global.secret_file),
         cli::Command::Init { dir } => init::main(dir),
         cli::Command::Completions { shell } => docs::completions(shell),
-        cli::Command::Man => docs::man(),
+        cli::Command::Man { command, out } => docs::man(command, out),
         cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
         cli::Command::Mcp(args) => mcp_cmd::main(&cli.global, args),
         other => client_cmd::main(&cli.global, other),

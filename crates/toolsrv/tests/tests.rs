@@ -8,6 +8,7 @@ mod bypass;
 mod containment;
 mod daemon_cli;
 mod escapes;
+mod help;
 mod hostile;
 mod interop;
 mod lifecycle;
