@@ -233,3 +233,74 @@ fn bg_prints_a_pid_and_wait_out_kill_dismiss_work_on_it() {
         "file not found"
     );
 }
+
+/// `stat` is readable without `--json` (one `field: value` a line, like `ps`
+/// is a table), and JSON with it.
+#[test]
+fn stat_is_readable_and_json_on_request() {
+    let srv = builtin_server();
+    let (code, out) = run(
+        &srv,
+        &[
+            "bg",
+            "--agent",
+            "a8",
+            "--session",
+            "s1",
+            "shell",
+            "command=exit 4",
+        ],
+    );
+    assert_eq!(code, 0);
+    let pid = out.trim_end().to_string();
+    assert_eq!(cli(&srv, &["wait", &pid]).status.code(), Some(4));
+    let (code, text) = run(&srv, &["stat", &pid]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains('{') && !text.contains('"'),
+        "not JSON: {text}"
+    );
+    for line in [
+        format!("pid:        {pid}"),
+        "tool:       shell".to_string(),
+        "agent:      a8".to_string(),
+        "session:    s1".to_string(),
+        "state:      exited (exit 4)".to_string(),
+        "background: yes".to_string(),
+        "sandboxed:  yes".to_string(),
+        "command:    shell --command 'exit 4'".to_string(),
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in:\n{text}"
+        );
+    }
+    let (code, json) = run(&srv, &["--json", "stat", &pid]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("--json is JSON");
+    assert_eq!(v["exit_code"], 4, "{v}");
+}
+
+/// `tools <agent>` with nothing loaded says so and how to load, on stderr;
+/// stdout stays empty (and `--json` is `[]`).
+#[test]
+fn tools_of_an_agent_with_nothing_loaded_says_how_to_load() {
+    let srv = builtin_server();
+    let o = cli(&srv, &["tools", "fresh"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{err}");
+    assert!(
+        err.contains("no tools are loaded for agent fresh")
+            && err.contains("toolsrv load fresh TOOL"),
+        "{err}"
+    );
+    assert_eq!(run(&srv, &["--json", "tools", "fresh"]), (0, "[]\n".into()));
+    assert_eq!(run(&srv, &["load", "fresh", "shell"]).0, 0);
+    let (code, table) = run(&srv, &["tools", "fresh"]);
+    assert_eq!(code, 0);
+    assert!(
+        table.starts_with("NAME") && table.contains("\nshell "),
+        "{table}"
+    );
+}
