@@ -304,3 +304,96 @@ fn tools_of_an_agent_with_nothing_loaded_says_how_to_load() {
         "{table}"
     );
 }
+
+/// The built-in file tools, refused by the sandbox, say so in their own
+/// words, naming the path: not "does not exist", and never the path and line
+/// of their script in toolsrv's cache.
+#[test]
+fn builtin_file_tools_say_the_sandbox_refused_a_path() {
+    let srv = builtin_server();
+    let home = srv.cwd().parent().expect("the cwd's parent").to_path_buf();
+    std::fs::write(home.join("outside.txt"), "not for tools\n").expect("write");
+    let refused = |tool: &str, verb: &str, args: &[&str]| {
+        let mut all = vec!["call", tool];
+        all.extend_from_slice(args);
+        let (code, out) = run(&srv, &all);
+        assert_eq!(code, 1, "{all:?}: {out}");
+        let want = format!(
+            "{tool}: {verb} ../outside.txt: permission denied by the sandbox (the path is outside what this tool may"
+        );
+        assert!(out.starts_with(&want), "{all:?}: {out}");
+        assert!(
+            !out.contains(".cache") && !out.contains("builtin-"),
+            "{out}"
+        );
+    };
+    refused("file_read", "cannot read", &["path=../outside.txt"]);
+    refused(
+        "file_edit",
+        "cannot read",
+        &["path=../outside.txt", "old=not", "new=now"],
+    );
+    refused(
+        "file_grep",
+        "cannot search",
+        &["pattern=for", "path=../outside.txt"],
+    );
+    refused(
+        "file_write",
+        "cannot write",
+        &["path=../outside.txt", "content=x"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("outside.txt")).expect("read"),
+        "not for tools\n"
+    );
+    // A path that is not there says that.
+    let (code, out) = run(&srv, &["call", "file_read", "path=../absent.txt"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("file_read: cannot read ../absent.txt: it does not exist"),
+        "{out}"
+    );
+}
+
+/// `file_grep` skips version-control directories unless asked (or searching
+/// one), and prints each path one way: `src/...`, never `./src/...`.
+#[test]
+fn file_grep_skips_vcs_directories_and_prints_paths_one_way() {
+    let srv = builtin_server();
+    let cwd = srv.cwd();
+    for dir in [".git/hooks", ".hg", ".svn", "src"] {
+        std::fs::create_dir_all(cwd.join(dir)).expect("mkdir");
+    }
+    for file in [".git/hooks/pre-push.sample", ".hg/store", ".svn/entries"] {
+        std::fs::write(cwd.join(file), "needle in vcs\n").expect("write");
+    }
+    std::fs::write(cwd.join("src/a.txt"), "needle in src\n").expect("write");
+    for path in [None, Some("."), Some("./"), Some("./src"), Some("src")] {
+        let mut args = vec!["call", "file_grep", "pattern=needle"];
+        let arg = path.map(|p| format!("path={p}"));
+        args.extend(arg.as_deref());
+        assert_eq!(
+            run(&srv, &args),
+            (0, "src/a.txt:1:needle in src\n".into()),
+            "{path:?}"
+        );
+    }
+    let (code, out) = run(&srv, &["call", "file_grep", "pattern=needle", "vcs=true"]);
+    assert_eq!(code, 0, "{out}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            ".git/hooks/pre-push.sample:1:needle in vcs",
+            ".hg/store:1:needle in vcs",
+            ".svn/entries:1:needle in vcs",
+            "src/a.txt:1:needle in src",
+        ]
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_grep", "pattern=needle", "path=.git"]),
+        (0, ".git/hooks/pre-push.sample:1:needle in vcs\n".into())
+    );
+}
