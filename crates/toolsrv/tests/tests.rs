@@ -18,6 +18,7 @@ mod lifecycle_startup;
 mod lifecycle_util;
 mod malformed;
 mod mcp;
+mod mcp_hint;
 mod namespace;
 mod pipelining;
 mod procs;
