@@ -39,9 +39,30 @@ fn man_command() -> clap::Command {
     cmd
 }
 
-/// A page with toolsrv's version as its source (a subcommand has none of its own).
-fn manual(cmd: clap::Command) -> clap_mangen::Man {
-    clap_mangen::Man::new(cmd).source(format!("toolsrv {}", crate::cli::VERSION))
+/// A page (its file name and roff) with toolsrv's version as its source (a
+/// subcommand has none of its own). The text after the help (where the
+/// configuration is) becomes a CONFIGURATION section, not clap_mangen's EXTRA.
+fn render(cmd: clap::Command) -> anyhow::Result<(String, Vec<u8>)> {
+    let after = cmd.get_after_help().map(ToString::to_string);
+    let man = clap_mangen::Man::new(cmd.after_help(None::<&str>))
+        .source(format!("toolsrv {}", crate::cli::VERSION));
+    let mut out = Vec::new();
+    man.render(&mut out)
+        .context("cannot render the manual page")?;
+    if let Some(text) = after {
+        out.extend_from_slice(b".SH CONFIGURATION\n");
+        for line in text.lines() {
+            // roff: a backslash is an escape, and a line starting with `.`
+            // or `'` a request.
+            let line = line.replace('\\', "\\e");
+            if line.starts_with(['.', '\'']) {
+                out.extend_from_slice(b"\\&");
+            }
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    Ok((man.get_filename(), out))
 }
 
 /// The page of `path` (e.g. `["remote", "up"]`; empty: toolsrv itself).
@@ -69,11 +90,7 @@ fn page(path: &[String]) -> anyhow::Result<Vec<u8>> {
         };
         cmd = sub.clone();
     }
-    let mut out = Vec::new();
-    manual(cmd)
-        .render(&mut out)
-        .context("cannot render the manual page")?;
-    Ok(out)
+    Ok(render(cmd)?.1)
 }
 
 /// Writes every page into `dir` (created if needed); returns their paths,
@@ -84,10 +101,9 @@ fn write_pages(dir: &Path) -> anyhow::Result<Vec<u8>> {
     let mut todo = vec![man_command()];
     while let Some(cmd) = todo.pop() {
         todo.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
-        let man = manual(cmd);
-        let path = dir.join(man.get_filename());
-        man.generate_to(dir)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let (name, roff) = render(cmd)?;
+        let path = dir.join(name);
+        std::fs::write(&path, roff).with_context(|| format!("cannot write {}", path.display()))?;
         written.push(path);
     }
     written.sort();

@@ -172,6 +172,10 @@ fn every_manual_page_referred_to_is_generated() {
         serve.contains(".TH toolsrv-serve 1") && serve.contains("listen"),
         "{serve}"
     );
+    assert!(
+        serve.contains(".SH CONFIGURATION") && !serve.contains(".SH EXTRA"),
+        "{serve}"
+    );
     let up = toolsrv(&["man", "remote", "up"]);
     assert!(String::from_utf8_lossy(&up.stdout).contains(".TH toolsrv-remote-up 1"));
     let bad = toolsrv(&["man", "nope"]);
