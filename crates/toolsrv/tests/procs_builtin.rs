@@ -343,6 +343,12 @@ fn builtin_file_tools_say_the_sandbox_refused_a_path() {
         "cannot write",
         &["path=../outside.txt", "content=x"],
     );
+    let (code, out) = run(&srv, &["call", "file_glob", "pattern=../*.txt"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("file_glob: cannot search ..: permission denied by the sandbox"),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_to_string(home.join("outside.txt")).expect("read"),
         "not for tools\n"
