@@ -353,6 +353,13 @@ fn builtin_file_tools_say_the_sandbox_refused_a_path() {
         std::fs::read_to_string(home.join("outside.txt")).expect("read"),
         "not for tools\n"
     );
+    // The shell tool's own errors name the tool, not its cached script.
+    let (code, out) = run(&srv, &["call", "shell", "command=no-such-command-here"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("shell: 1: no-such-command-here: not found"),
+        "{out}"
+    );
     // A path that is not there says that.
     let (code, out) = run(&srv, &["call", "file_read", "path=../absent.txt"]);
     assert_eq!(code, 1, "{out}");
