@@ -5,7 +5,7 @@
 //! then list them under every subcommand; the commands that never talk to a
 //! server (`init`, `completions`, `man`, `serve`) get hidden stand-ins of the
 //! same ids instead (clap does not propagate a global to a subcommand that
-//! has an argument of its id), and [`refuse_client_flags`] turns their use into
+//! has an argument of its id), and [`refuse_flags_not_taken`] turns their use into
 //! an error. `serve` shows its own `--secret-file`, which pins the server's
 //! secret. `bg` hides `call`'s `--stream`/`--no-stream`.
 
@@ -48,9 +48,10 @@ pub fn parse() -> Cli {
     Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.exit())
 }
 
-/// Refuse client flags given to a command that does not use them (they are
-/// accepted by the parser only so that they stay out of its help).
-pub fn refuse_client_flags(global: &Global, cmd: &Command) -> Result<()> {
+/// Refuse flags given to a command that does not take them (the parser
+/// accepts them only so that they stay out of its help): the client's flags
+/// on the local commands and `serve`, `call`'s streaming flags on `bg`.
+pub fn refuse_flags_not_taken(global: &Global, cmd: &Command) -> Result<()> {
     let (name, takes_secret_file) = match cmd {
         Command::Init { .. } => ("init", false),
         Command::Completions { .. } => ("completions", false),

@@ -41,7 +41,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = help::parse();
-    if let Err(e) = help::refuse_client_flags(&cli.global, &cli.command) {
+    if let Err(e) = help::refuse_flags_not_taken(&cli.global, &cli.command) {
         logwriter::say!("toolsrv: {e:#}");
         return ExitCode::from(2);
     }
