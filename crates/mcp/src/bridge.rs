@@ -61,6 +61,9 @@ pub(crate) struct Inner {
     pub(crate) claimed: Mutex<HashSet<u64>>,
     /// Set once the server refused `cfg.cwd` (with `cfg.cwd_fallback`).
     pub(crate) cwd_refused: std::sync::atomic::AtomicBool,
+    /// The revision at which an empty `tools/list` was last explained in the
+    /// log (`u64::MAX`: never), so the hint is logged once per revision.
+    pub(crate) empty_hinted_at: std::sync::atomic::AtomicU64,
 }
 
 impl Bridge {
@@ -83,6 +86,7 @@ impl Bridge {
                 rev: rx,
                 claimed: Mutex::new(HashSet::new()),
                 cwd_refused: Default::default(),
+                empty_hinted_at: std::sync::atomic::AtomicU64::new(u64::MAX),
             }),
         })
     }
@@ -111,6 +115,20 @@ impl Bridge {
             }
         }
         Ok(tools)
+    }
+
+    /// Logs why `tools/list` is empty and what to do, once per registry
+    /// revision: an MCP client shows an empty list without a word.
+    pub(crate) fn hint_nothing_loaded(&self) {
+        use std::sync::atomic::Ordering;
+        let rev = *self.inner.rev.borrow();
+        if self.inner.empty_hinted_at.swap(rev, Ordering::Relaxed) == rev {
+            return;
+        }
+        let agent = &self.inner.cfg.agent;
+        tracing::warn!(
+            "tools/list is empty: no tools are loaded for agent {agent}; start `toolsrv mcp` with --load TOOL,... or run `toolsrv load {agent} TOOL...` (`toolsrv all` lists the tools)"
+        );
     }
 
     /// The input schema of loaded tool `name`, if it is loaded.

@@ -35,10 +35,13 @@ impl ServerHandler for Bridge {
             .tool_values()
             .await
             .map_err(|e| ErrorData::internal_error(format!("toolsrv: {e}"), None))?;
-        let tools = values
+        let tools: Vec<Tool> = values
             .into_iter()
             .filter_map(|v| serde_json::from_value::<Tool>(v).ok())
             .collect();
+        if tools.is_empty() {
+            self.hint_nothing_loaded();
+        }
         // Never cached by the client: `toolsrv load` may change it at any time.
         Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(0))
     }

@@ -86,7 +86,7 @@ fn every_builtin_parses_with_description_and_schema() {
             &["path", "old", "new"],
         ),
         ("file_glob", &["pattern"], &["pattern"]),
-        ("file_grep", &["pattern", "path"], &["pattern"]),
+        ("file_grep", &["pattern", "path", "vcs"], &["pattern"]),
     ];
     for (name, params, required) in expected {
         let tool = cat.resolve(name).expect(name);
@@ -211,7 +211,10 @@ fn file_read_numbers_lines_and_handles_offsets() {
         json!({"path": "missing.txt"}),
     );
     assert!(!ok && code == Some(1), "{out}");
-    assert!(out.contains("missing.txt does not exist"), "{out}");
+    assert!(
+        out.contains("file_read: cannot read missing.txt: it does not exist"),
+        "{out}"
+    );
     fs::write(work.path().join("h.txt"), HOSTILE).expect("write");
     let (ok, _, out) = call(&cat, work.path(), "file_read", json!({"path": "h.txt"}));
     assert!(ok, "{out}");
@@ -344,7 +347,7 @@ fn file_grep_prints_path_line_text() {
     assert_eq!(out, "d/a.txt:2:bar baz\nd/a.txt:3:foo bar\n");
     let (ok, _, out) = call(&cat, w, "file_grep", json!({"pattern": "noth|zzz"}));
     assert!(ok, "{out}");
-    assert_eq!(out, "./b.txt:1:nothing\n");
+    assert_eq!(out, "b.txt:1:nothing\n");
     let (ok, _, out) = call(
         &cat,
         w,

@@ -30,7 +30,9 @@ fn setup() -> (
 fn privileged() -> bool {
     let (status, out) = sh("nice -n -5 true", "/", None);
     if status != ExitStatus::Code(0) || !out.is_empty() {
-        eprintln!("not privileged here: nothing to drop, nothing to check");
+        toolsrv_testkit::skip::cannot_run_here(
+            "not privileged (no CAP_SYS_NICE): no capability to drop, nothing to check",
+        );
         return false;
     }
     true

@@ -8,6 +8,8 @@
 //! - [`cli`]: the `toolsrv` CLI pointed at a socket.
 //! - [`toolsrv_bin`], [`example`]: the binaries `cargo test` built; nothing
 //!   here builds anything.
+//! - [`skip`]: honest skips (a test that could not run is recorded, or fails
+//!   under `CI=true` when `.ci/run` should have installed what it lacks).
 //!
 //! Every wait is bounded ([`WAIT`]) and polls a condition ([`wait_until`]).
 #![warn(missing_docs)]
@@ -15,6 +17,7 @@
 mod paths;
 mod raw;
 mod server;
+pub mod skip;
 mod sshd;
 
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// `<target>/<profile>`: the directory of the running test binary's `deps/`.
-fn profile_dir() -> PathBuf {
+pub(crate) fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("the test binary has a directory");
     // Tests live in <target>/<profile>/deps; bench and example binaries one up.

@@ -9,13 +9,21 @@ use clap::{Args, Parser, Subcommand};
 /// toolsrv: runs an AI agent's tools confined, observable and cancellable, served as
 /// a 9P2000 filesystem on a Unix socket. The same binary is the client.
 #[derive(Debug, Parser)]
-#[command(name = "toolsrv", version = VERSION, about, propagate_version = true)]
+#[command(name = "toolsrv", version = VERSION, about, after_help = CONFIG_HELP)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// Where the configuration lives, said under the top-level help and `serve`'s.
+pub const CONFIG_HELP: &str = "\
+Configuration: the sandbox policy (sandbox.yaml) and the tools directory are read
+from the Ollie configuration directory, shared with Ollie, the agent host that
+toolsrv serves tools to: $OLLIE_CFG_PATH, else $XDG_CONFIG_HOME/ollie, else
+~/.config/ollie. Nothing there is required: without it the built-in policy and
+tools are used (`toolsrv init` writes them out to edit).";
 
 /// The version line: the crate version and the git revision it was built from.
 pub const VERSION: &str = concat!(
@@ -25,15 +33,15 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// Flags every client command takes, before or after the subcommand.
+/// Flags every client command takes, before or after the subcommand (the
+/// commands that do not talk to a server neither show nor take them; see
+/// `help.rs`).
 #[derive(Debug, Args, Clone)]
 pub struct Global {
     /// The server's socket [env: TOOLSRV_SOCKET].
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// A file holding the shared secret (default: <socket>.secret). With
-    /// `serve`: pin the server's secret to this file's content (owned by the
-    /// server's uid, mode 0600 or stricter).
+    /// A file holding the shared secret (default: <socket>.secret).
     #[arg(long, global = true, value_name = "FILE")]
     pub secret_file: Option<PathBuf>,
     /// Print raw JSON for commands that read JSON.
@@ -73,7 +81,10 @@ pub struct ServeArgs {
     /// The sandbox policy (default: <config>/sandbox.yaml).
     #[arg(long, value_name = "FILE")]
     pub sandbox: Option<PathBuf>,
-    /// The Ollie namespace socket for completion messages (default: $NAMESPACE/ollie).
+    /// Where completion messages of background runs go: the 9P socket of Ollie,
+    /// the agent host, whose `s/<session>/prompt` gets one line when a run
+    /// started with a session ends (default: $NAMESPACE/ollie; without
+    /// either, no messages are sent).
     #[arg(long, value_name = "SOCKET")]
     pub ollie: Option<PathBuf>,
     /// Write logs to this file instead of stderr.
@@ -207,7 +218,9 @@ pub enum RemoteCommand {
 /// `toolsrv mcp` flags (docs/mcp.md).
 #[derive(Debug, Args)]
 pub struct McpArgs {
-    /// The agent ID whose loaded tools are served.
+    /// The agent ID whose loaded tools are served. Without --load, only the
+    /// tools already loaded for it (`toolsrv load A TOOL...`) are listed: none
+    /// for a new agent.
     #[arg(long)]
     pub agent: String,
     /// A session ID sent with every call.
@@ -236,7 +249,8 @@ pub struct McpArgs {
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon.
+    /// Run the daemon: serve the tool namespace on a Unix socket.
+    #[command(after_help = CONFIG_HELP)]
     Serve(Box<ServeArgs>),
     /// Write the built-in policy and tools to a directory (never overwriting).
     Init {
@@ -249,8 +263,18 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `toolsrv man | man -l -`.
-    Man,
+    /// Print a manual page (roff), e.g. `toolsrv man | man -l -`, or write them
+    /// all with --out.
+    Man {
+        /// The subcommand whose page to print, e.g. `serve` or `remote up`
+        /// (default: the page of toolsrv itself).
+        #[arg(value_name = "SUBCOMMAND")]
+        command: Vec<String>,
+        /// Write every page (toolsrv.1, toolsrv-serve.1, ...) to this directory
+        /// and print their paths, e.g. ~/.local/share/man/man1.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        out: Option<PathBuf>,
+    },
     /// Run toolsrv on another host over SSH (`up`, `status`, `down`).
     #[command(subcommand)]
     Remote(RemoteCommand),

@@ -100,7 +100,7 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         Command::Serve(_)
         | Command::Init { .. }
         | Command::Completions { .. }
-        | Command::Man
+        | Command::Man { .. }
         | Command::Remote(_)
         | Command::Doctor { .. }
         | Command::Mcp(_) => {
@@ -112,6 +112,15 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         }
         Command::Tools { agent } => {
             let data = client.transact("tools", agent.as_bytes()).await?;
+            if !global.json && is_empty_list(&data) {
+                // Not an empty table: say why, and what to do (on stderr, so
+                // that stdout stays the list, which is empty).
+                let a = for_terminal(&agent);
+                crate::logwriter::say!(
+                    "toolsrv: no tools are loaded for agent {a}; load some with `toolsrv load {a} TOOL...` (`toolsrv all` lists them; `call` loads what it runs)"
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             print_json(global, &data, |v| table(v, &["name", "description"]))?;
         }
         Command::Rev { agent } => outln!("{}", client.revision(&agent).await?)?,
@@ -308,6 +317,12 @@ fn perms(mode: u32) -> String {
         s.push(if b & 1 != 0 { 'x' } else { '-' });
     }
     s
+}
+
+/// Whether `data` is the JSON list `[]`.
+fn is_empty_list(data: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(data)
+        .is_ok_and(|v| v.as_array().is_some_and(Vec::is_empty))
 }
 
 /// Print JSON raw with `--json`, else through `human`.

@@ -2,27 +2,116 @@
 //! so they never drift from the command line.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::CommandFactory;
-
-use crate::cli::Cli;
+use anyhow::Context;
 
 /// `toolsrv completions <shell>`: the completion script on stdout.
 pub fn completions(shell: clap_complete::Shell) -> ExitCode {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "toolsrv", &mut out);
+    clap_complete::generate(shell, &mut crate::help::command(), "toolsrv", &mut out);
     emit(&out)
 }
 
-/// `toolsrv man`: the manual page (roff) on stdout.
-pub fn man() -> ExitCode {
-    let mut out = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut out) {
-        crate::logwriter::say!("toolsrv: cannot render the manual page: {e}");
-        return ExitCode::from(1);
+/// `toolsrv man [SUBCOMMAND...]`: one manual page (roff) on stdout; with
+/// `--out DIR`, every page (`toolsrv.1`, `toolsrv-serve.1`, `toolsrv-remote-up.1`,
+/// ...) written to `DIR`, so that every page a page refers to exists.
+pub fn man(command: Vec<String>, out: Option<PathBuf>) -> ExitCode {
+    let text = match out {
+        Some(dir) => write_pages(&dir),
+        None => page(&command),
+    };
+    match text {
+        Ok(bytes) => emit(&bytes),
+        Err(e) => {
+            crate::logwriter::say!("toolsrv: {e:#}");
+            ExitCode::from(1)
+        }
     }
-    emit(&out)
+}
+
+/// The command tree the pages are made from: built, without clap's `help`
+/// subcommand (it has no page of its own).
+fn man_command() -> clap::Command {
+    let mut cmd = crate::help::command().disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
+/// A page (its file name and roff) with toolsrv's version as its source (a
+/// subcommand has none of its own). The text after the help (where the
+/// configuration is) becomes a CONFIGURATION section, not clap_mangen's EXTRA.
+fn render(cmd: clap::Command) -> anyhow::Result<(String, Vec<u8>)> {
+    let after = cmd.get_after_help().map(ToString::to_string);
+    let man = clap_mangen::Man::new(cmd.after_help(None::<&str>))
+        .source(format!("toolsrv {}", crate::cli::VERSION));
+    let mut out = Vec::new();
+    man.render(&mut out)
+        .context("cannot render the manual page")?;
+    if let Some(text) = after {
+        out.extend_from_slice(b".SH CONFIGURATION\n");
+        for line in text.lines() {
+            // roff: a backslash is an escape, and a line starting with `.`
+            // or `'` a request.
+            let line = line.replace('\\', "\\e");
+            if line.starts_with(['.', '\'']) {
+                out.extend_from_slice(b"\\&");
+            }
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    Ok((man.get_filename(), out))
+}
+
+/// The page of `path` (e.g. `["remote", "up"]`; empty: toolsrv itself).
+fn page(path: &[String]) -> anyhow::Result<Vec<u8>> {
+    let mut cmd = man_command();
+    for (i, name) in path.iter().enumerate() {
+        let Some(sub) = cmd.find_subcommand(name).filter(|s| !s.is_hide_set()) else {
+            let parent = std::iter::once("toolsrv")
+                .chain(path[..i].iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let known: Vec<&str> = cmd
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| s.get_name())
+                .collect();
+            anyhow::bail!(
+                "no manual page for `{parent} {name}`: {}",
+                if known.is_empty() {
+                    format!("`{parent}` has no subcommands")
+                } else {
+                    format!("its subcommands are {}", known.join(", "))
+                }
+            );
+        };
+        cmd = sub.clone();
+    }
+    Ok(render(cmd)?.1)
+}
+
+/// Writes every page into `dir` (created if needed); returns their paths,
+/// one a line.
+fn write_pages(dir: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut todo = vec![man_command()];
+    while let Some(cmd) = todo.pop() {
+        todo.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+        let (name, roff) = render(cmd)?;
+        let path = dir.join(name);
+        std::fs::write(&path, roff).with_context(|| format!("cannot write {}", path.display()))?;
+        written.push(path);
+    }
+    written.sort();
+    Ok(written
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect::<String>()
+        .into_bytes())
 }
 
 /// Writes `bytes` to stdout; a closed stdout ends quietly.
@@ -36,31 +125,4 @@ fn emit(bytes: &[u8]) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// Whether the command line asks for `serve`'s help (`toolsrv serve --help`).
-///
-/// clap shows a global flag in every subcommand's help; `serve` takes none of
-/// the client's (`--socket`, `--json`) and gives `--secret-file` its own
-/// meaning, so its help is built from its own flags only.
-pub fn serve_help_requested() -> bool {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    args.first().is_some_and(|a| a == "serve")
-        && args[1..].iter().any(|a| a == "--help" || a == "-h")
-}
-
-/// Prints `serve`'s help: its own flags, and `--secret-file` as `serve` reads it.
-pub fn serve_help() -> ExitCode {
-    use clap::Args;
-    let cmd = crate::cli::ServeArgs::augment_args(clap::Command::new("serve"))
-        .bin_name("toolsrv serve")
-        .about("Run the daemon: serve the tool namespace on a Unix socket")
-        .arg(
-        clap::Arg::new("secret_file")
-            .long("secret-file")
-            .value_name("FILE")
-            .help("Accept only the secret in FILE (owned by this user, no group/other access), from the first client on"),
-    );
-    let help = cmd.clone().render_help().to_string();
-    emit(help.as_bytes())
 }

@@ -7,6 +7,7 @@
 //! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).
 //! - [`doctor_cmd`]: `toolsrv doctor`: what this host and a running server enforce.
 //! - [`init`]: `toolsrv init`: write out the built-in policy and tools.
+//! - [`help`]: the command as users see it (which flags each subcommand shows), and parsing.
 //! - [`docs`]: `toolsrv completions <shell>` and `toolsrv man`, from the clap definitions.
 //! - [`stream`], [`describe`]: `call` with streamed output; `describe <tool>`.
 //! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP, which cancel a `call`.
@@ -28,6 +29,7 @@ mod connect;
 mod describe;
 mod docs;
 mod doctor_cmd;
+mod help;
 mod init;
 mod interrupt;
 mod logwriter;
@@ -43,18 +45,17 @@ mod stream;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    if docs::serve_help_requested() {
-        return docs::serve_help();
+    let cli = help::parse();
+    if let Err(e) = help::refuse_flags_not_taken(&cli.global, &cli.command) {
+        logwriter::say!("toolsrv: {e:#}");
+        return ExitCode::from(2);
     }
-    let cli = cli::Cli::parse();
     match cli.command {
         cli::Command::Serve(args) => serve::main(*args, cli.global.secret_file),
         cli::Command::Init { dir } => init::main(dir),
         cli::Command::Completions { shell } => docs::completions(shell),
-        cli::Command::Man => docs::man(),
+        cli::Command::Man { command, out } => docs::man(command, out),
         cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
         cli::Command::Mcp(args) => mcp_cmd::main(&cli.global, args),
         cli::Command::Doctor { sandbox } => doctor_cmd::main(&cli.global, sandbox),

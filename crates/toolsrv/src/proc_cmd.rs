@@ -172,15 +172,46 @@ fn short_command<'a>(tool: &str, command: &'a str) -> std::borrow::Cow<'a, str> 
     }
 }
 
-/// `toolsrv stat`.
+/// `toolsrv stat`: one `field: value` line each (JSON with `--json`).
 pub async fn stat(client: &Client, global: &Global, pid: u64) -> Result<()> {
     let st = client.proc_stat(pid).await?;
-    let text = if global.json {
-        serde_json::to_string(&st)?
-    } else {
-        serde_json::to_string_pretty(&st)?
+    if global.json {
+        return outln!("{}", json_for_terminal(&serde_json::to_string(&st)?));
+    }
+    outln!("{}", describe_stat(&st))
+}
+
+/// A process's state for a person, every server-given text escaped for the
+/// terminal.
+fn describe_stat(st: &toolsrv_protocol::ProcStat) -> String {
+    let t = |s: &str| for_terminal(s).into_owned();
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let state = match st.exit_code {
+        Some(code) => format!("{} (exit {code})", st.state.as_str()),
+        None => st.state.as_str().to_string(),
     };
-    outln!("{}", json_for_terminal(&text))
+    let fields = [
+        ("pid", st.pid.to_string()),
+        ("tool", t(&st.tool)),
+        ("agent", t(&st.agent)),
+        (
+            "session",
+            st.session.as_deref().map_or_else(|| "-".into(), t),
+        ),
+        ("state", state),
+        ("background", yes_no(st.background).into()),
+        ("sandboxed", yes_no(st.sandboxed).into()),
+        ("started", t(&st.started)),
+        ("ended", st.ended.as_deref().map_or_else(|| "-".into(), t)),
+        ("runtime", format!("{:.1}s", st.runtime_ms as f64 / 1000.0)),
+        ("cwd", t(&st.cwd)),
+        ("command", t(&short_command(&st.tool, &st.command))),
+    ];
+    fields
+        .iter()
+        .map(|(name, value)| format!("{:<11} {value}", format!("{name}:")))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `toolsrv out [-f]`: the output so far; with `-f`, follow until the process ends.

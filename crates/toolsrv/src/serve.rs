@@ -9,7 +9,7 @@ use toolsrv_sandbox::contain::{Containment, Mechanism};
 use toolsrv_sandbox::doctor::{Facts, Source};
 use toolsrv_sandbox::identity::Identity;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use tokio_util::sync::CancellationToken;
 use toolsrv_sandbox::policy::PolicyStore;
 use toolsrv_server::{socket, ServeConfig, Server};
@@ -200,8 +200,10 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
         Some(p) => expand_tilde(&p),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let cwd = std::fs::canonicalize(&cwd)
-        .with_context(|| format!("--cwd {}: directory does not exist", cwd.display()))?;
+    let cwd = std::fs::canonicalize(&cwd).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => anyhow!("--cwd {}: no such directory", cwd.display()),
+        _ => anyhow!("--cwd {}: {e}", cwd.display()),
+    })?;
     if !cwd.is_dir() {
         bail!("--cwd {}: not a directory", cwd.display());
     }

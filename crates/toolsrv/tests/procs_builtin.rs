@@ -233,3 +233,185 @@ fn bg_prints_a_pid_and_wait_out_kill_dismiss_work_on_it() {
         "file not found"
     );
 }
+
+/// `stat` is readable without `--json` (one `field: value` a line, like `ps`
+/// is a table), and JSON with it.
+#[test]
+fn stat_is_readable_and_json_on_request() {
+    let srv = builtin_server();
+    let (code, out) = run(
+        &srv,
+        &[
+            "bg",
+            "--agent",
+            "a8",
+            "--session",
+            "s1",
+            "shell",
+            "command=exit 4",
+        ],
+    );
+    assert_eq!(code, 0);
+    let pid = out.trim_end().to_string();
+    assert_eq!(cli(&srv, &["wait", &pid]).status.code(), Some(4));
+    let (code, text) = run(&srv, &["stat", &pid]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains('{') && !text.contains('"'),
+        "not JSON: {text}"
+    );
+    for line in [
+        format!("pid:        {pid}"),
+        "tool:       shell".to_string(),
+        "agent:      a8".to_string(),
+        "session:    s1".to_string(),
+        "state:      exited (exit 4)".to_string(),
+        "background: yes".to_string(),
+        "sandboxed:  yes".to_string(),
+        "command:    shell --command 'exit 4'".to_string(),
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in:\n{text}"
+        );
+    }
+    let (code, json) = run(&srv, &["--json", "stat", &pid]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("--json is JSON");
+    assert_eq!(v["exit_code"], 4, "{v}");
+}
+
+/// `tools <agent>` with nothing loaded says so and how to load, on stderr;
+/// stdout stays empty (and `--json` is `[]`).
+#[test]
+fn tools_of_an_agent_with_nothing_loaded_says_how_to_load() {
+    let srv = builtin_server();
+    let o = cli(&srv, &["tools", "fresh"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{err}");
+    assert!(
+        err.contains("no tools are loaded for agent fresh")
+            && err.contains("toolsrv load fresh TOOL"),
+        "{err}"
+    );
+    assert_eq!(run(&srv, &["--json", "tools", "fresh"]), (0, "[]\n".into()));
+    assert_eq!(run(&srv, &["load", "fresh", "shell"]).0, 0);
+    let (code, table) = run(&srv, &["tools", "fresh"]);
+    assert_eq!(code, 0);
+    assert!(
+        table.starts_with("NAME") && table.contains("\nshell "),
+        "{table}"
+    );
+}
+
+/// The built-in file tools, refused by the sandbox, say so in their own
+/// words, naming the path: not "does not exist", and never the path and line
+/// of their script in toolsrv's cache.
+#[test]
+fn builtin_file_tools_say_the_sandbox_refused_a_path() {
+    let srv = builtin_server();
+    let home = srv.cwd().parent().expect("the cwd's parent").to_path_buf();
+    std::fs::write(home.join("outside.txt"), "not for tools\n").expect("write");
+    let refused = |tool: &str, verb: &str, args: &[&str]| {
+        let mut all = vec!["call", tool];
+        all.extend_from_slice(args);
+        let (code, out) = run(&srv, &all);
+        assert_eq!(code, 1, "{all:?}: {out}");
+        let want = format!(
+            "{tool}: {verb} ../outside.txt: permission denied by the sandbox (the path is outside what this tool may"
+        );
+        assert!(out.starts_with(&want), "{all:?}: {out}");
+        assert!(
+            !out.contains(".cache") && !out.contains("builtin-"),
+            "{out}"
+        );
+    };
+    refused("file_read", "cannot read", &["path=../outside.txt"]);
+    refused(
+        "file_edit",
+        "cannot read",
+        &["path=../outside.txt", "old=not", "new=now"],
+    );
+    refused(
+        "file_grep",
+        "cannot search",
+        &["pattern=for", "path=../outside.txt"],
+    );
+    refused(
+        "file_write",
+        "cannot write",
+        &["path=../outside.txt", "content=x"],
+    );
+    let (code, out) = run(&srv, &["call", "file_glob", "pattern=../*.txt"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("file_glob: cannot search ..: permission denied by the sandbox"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("outside.txt")).expect("read"),
+        "not for tools\n"
+    );
+    // The shell tool's own errors name the tool, not its cached script.
+    let (code, out) = run(&srv, &["call", "shell", "command=no-such-command-here"]);
+    assert_eq!(code, 1, "{out}");
+    // (dash: `shell: 1: no-such-command-here: not found`; bash as sh: `shell: line 1: ...`)
+    assert!(
+        out.starts_with("shell: ") && out.contains("no-such-command-here: "),
+        "{out}"
+    );
+    assert!(
+        !out.contains(".cache") && !out.contains("builtin-"),
+        "{out}"
+    );
+    // A path that is not there says that.
+    let (code, out) = run(&srv, &["call", "file_read", "path=../absent.txt"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("file_read: cannot read ../absent.txt: it does not exist"),
+        "{out}"
+    );
+}
+
+/// `file_grep` skips version-control directories unless asked (or searching
+/// one), and prints each path one way: `src/...`, never `./src/...`.
+#[test]
+fn file_grep_skips_vcs_directories_and_prints_paths_one_way() {
+    let srv = builtin_server();
+    let cwd = srv.cwd();
+    for dir in [".git/hooks", ".hg", ".svn", "src"] {
+        std::fs::create_dir_all(cwd.join(dir)).expect("mkdir");
+    }
+    for file in [".git/hooks/pre-push.sample", ".hg/store", ".svn/entries"] {
+        std::fs::write(cwd.join(file), "needle in vcs\n").expect("write");
+    }
+    std::fs::write(cwd.join("src/a.txt"), "needle in src\n").expect("write");
+    for path in [None, Some("."), Some("./"), Some("./src"), Some("src")] {
+        let mut args = vec!["call", "file_grep", "pattern=needle"];
+        let arg = path.map(|p| format!("path={p}"));
+        args.extend(arg.as_deref());
+        assert_eq!(
+            run(&srv, &args),
+            (0, "src/a.txt:1:needle in src\n".into()),
+            "{path:?}"
+        );
+    }
+    let (code, out) = run(&srv, &["call", "file_grep", "pattern=needle", "vcs=true"]);
+    assert_eq!(code, 0, "{out}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            ".git/hooks/pre-push.sample:1:needle in vcs",
+            ".hg/store:1:needle in vcs",
+            ".svn/entries:1:needle in vcs",
+            "src/a.txt:1:needle in src",
+        ]
+    );
+    assert_eq!(
+        run(&srv, &["call", "file_grep", "pattern=needle", "path=.git"]),
+        (0, ".git/hooks/pre-push.sample:1:needle in vcs\n".into())
+    );
+}

@@ -25,11 +25,14 @@ impl Deref for Sshd {
 }
 
 impl Sshd {
-    /// Start sshd, or `None` (with a note) when OpenSSH is not installed
-    /// (`.ci/run` installs it).
+    /// Start sshd, or `None` when OpenSSH is not installed: the calling test
+    /// is then skipped (recorded; a failure under `CI=true`, since `.ci/run`
+    /// installs it).
     pub fn start() -> Option<Sshd> {
         if !toolsrv_testkit::Sshd::available() {
-            eprintln!("skipped: OpenSSH's sshd is missing (apt-get install openssh-server)");
+            toolsrv_testkit::skip::missing_prerequisite(
+                "OpenSSH (sshd and ssh; apt-get install openssh-server openssh-client)",
+            );
             return None;
         }
         let kit = toolsrv_testkit::Sshd::start().expect("start sshd");

@@ -150,7 +150,9 @@ fn sandbox_a_tool_of_a_root_server_loses_the_capabilities_landlock_cannot_contai
         .output()
         .expect("run nice");
     if !probe.status.success() || !probe.stderr.is_empty() {
-        eprintln!("not privileged here: nothing to drop, nothing to check");
+        toolsrv_testkit::skip::cannot_run_here(
+            "not privileged (no CAP_SYS_NICE): no capability to drop, nothing to check",
+        );
         return;
     }
     // CAP_SYS_NICE and CAP_MKNOD are dropped in the sandbox (the working
