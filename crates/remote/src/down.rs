@@ -60,8 +60,7 @@ pub fn down(
         let mut master = None;
         if !ssh.check() {
             master = Some(
-                ssh.master()
-                    .stdin(std::process::Stdio::null())
+                ssh.master()?
                     .spawn()
                     .map_err(|e| RemoteError::io("cannot run ssh", e))?,
             );

@@ -80,6 +80,9 @@ fn private_dir(p: &Path) -> Result<(), RemoteError> {
     Ok(())
 }
 
+/// The file in a [`LocalDir`] that holds the control socket's name.
+const CONTROL_NAME_FILE: &str = "ctl.name";
+
 /// An exclusive `flock` on the directory's `lock` file, released on drop.
 pub struct Lock(#[allow(dead_code)] File);
 
@@ -102,7 +105,13 @@ impl LocalDir {
             }
             private_dir(parent)?;
         }
-        private_dir(&self.path)
+        private_dir(&self.path)?;
+        let name = self.path.join(CONTROL_NAME_FILE);
+        if !name.exists() {
+            let random = hex::encode(rand::random::<[u8; 16]>());
+            write_private(&name, format!("ctl-{random}").as_bytes())?;
+        }
+        Ok(())
     }
 
     /// The directory.
@@ -125,9 +134,19 @@ impl LocalDir {
         self.path.join("toolsrv.sock.secret")
     }
 
-    /// ssh's control socket.
+    /// ssh's control socket: `ctl-<128 random bits, hex>`, the name chosen
+    /// by [`LocalDir::create`] and kept in `ctl.name` (`ctl`, which never
+    /// exists, before that). A sandboxed tool that can name a Unix socket can
+    /// connect to it whatever Landlock says (ABI < 9), and anyone who reaches
+    /// this socket runs commands on the remote host: its name is the secret
+    /// that keeps it out of reach (the directory is hidden from tools, and
+    /// the master binds it so that the kernel never shows it: [`crate::ssh::Ssh::master`]).
     pub fn control(&self) -> PathBuf {
-        self.path.join("ctl")
+        let name = std::fs::read_to_string(self.path.join(CONTROL_NAME_FILE))
+            .ok()
+            .map(|n| n.trim().to_string())
+            .filter(|n| n.starts_with("ctl-") && !n.contains('/'));
+        self.path.join(name.as_deref().unwrap_or("ctl"))
     }
 
     /// What `up` recorded ([`crate::state::State`]).

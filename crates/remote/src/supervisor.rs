@@ -128,7 +128,7 @@ fn connect(dir: &LocalDir, ssh: &Ssh) -> Result<Child, String> {
     }
     let mut child = ssh
         .master()
-        .stdin(Stdio::null())
+        .map_err(|e| e.to_string())?
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run ssh: {e}"))?;
