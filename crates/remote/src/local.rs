@@ -108,10 +108,16 @@ impl LocalDir {
         private_dir(&self.path)?;
         let name = self.path.join(CONTROL_NAME_FILE);
         if !name.exists() {
-            let random = hex::encode(rand::random::<[u8; 16]>());
-            write_private(&name, format!("ctl-{random}").as_bytes())?;
+            let random = hex::encode(rand::random::<[u8; 12]>());
+            write_private(&name, format!("c-{random}").as_bytes())?;
         }
-        Ok(())
+        match self.control().parent() {
+            Some(d) if d != self.path => private_dir(d),
+            _ => Err(RemoteError::Config(format!(
+                "{}: no control directory name",
+                name.display()
+            ))),
+        }
     }
 
     /// The directory.
@@ -134,19 +140,23 @@ impl LocalDir {
         self.path.join("toolsrv.sock.secret")
     }
 
-    /// ssh's control socket: `ctl-<128 random bits, hex>`, the name chosen
-    /// by [`LocalDir::create`] and kept in `ctl.name` (`ctl`, which never
-    /// exists, before that). A sandboxed tool that can name a Unix socket can
-    /// connect to it whatever Landlock says (ABI < 9), and anyone who reaches
-    /// this socket runs commands on the remote host: its name is the secret
-    /// that keeps it out of reach (the directory is hidden from tools, and
-    /// the master binds it so that the kernel never shows it: [`crate::ssh::Ssh::master`]).
+    /// ssh's control socket: `c-<96 random bits, hex>/ctl`, the directory
+    /// name chosen by [`LocalDir::create`] and kept in `ctl.name` (before
+    /// that, `ctl`, which never exists). A sandboxed tool that can name a
+    /// Unix socket can connect to it whatever Landlock says (ABI < 9), and
+    /// whoever reaches this socket runs commands on the remote host: the
+    /// random directory keeps its path unknown to tools (they can neither
+    /// list nor read this directory, and the master binds the socket so that
+    /// the kernel never shows its path: [`crate::ssh::Ssh::master`]).
     pub fn control(&self) -> PathBuf {
         let name = std::fs::read_to_string(self.path.join(CONTROL_NAME_FILE))
             .ok()
             .map(|n| n.trim().to_string())
-            .filter(|n| n.starts_with("ctl-") && !n.contains('/'));
-        self.path.join(name.as_deref().unwrap_or("ctl"))
+            .filter(|n| n.starts_with("c-") && !n.contains('/'));
+        match name {
+            Some(n) => self.path.join(n).join("ctl"),
+            None => self.path.join("ctl"),
+        }
     }
 
     /// What `up` recorded ([`crate::state::State`]).

@@ -88,8 +88,9 @@ impl Ssh {
     /// its control socket as `/proc/self/fd/0/<name>`: the address the kernel
     /// reports for the listening socket (`ss -x`, `unix_diag`, open to any
     /// process, sandboxed tools included) is that path, which names nothing
-    /// outside the master, so the socket's real name appears nowhere a tool
-    /// can read.
+    /// outside the master, so the socket's directory (whose random name
+    /// keeps it unknown to tools, [`crate::local::LocalDir::control`])
+    /// appears nowhere a tool can read.
     pub fn master(&self) -> Result<Command, RemoteError> {
         let (Some(dir), Some(name)) = (self.control.parent(), self.control.file_name()) else {
             return Err(RemoteError::Config(format!(
