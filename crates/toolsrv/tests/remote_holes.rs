@@ -274,6 +274,7 @@ fn a_swapped_remote_binary_is_installed_again_not_run_and_the_default_cwd_is_a_w
             .output()
             .expect("up")
     };
+    s.ok(&["init", "--dir", s.path("lcfg").to_str().expect("utf-8")]);
     ok("remote up", up(&s));
     // Without --cwd, tools run in a workspace directory, not in $HOME.
     let workspace = s.path("rhome/toolsrv-workspace");
@@ -288,8 +289,18 @@ fn a_swapped_remote_binary_is_installed_again_not_run_and_the_default_cwd_is_a_w
     let bin = PathBuf::from(s.state()["remote"]["bin"].as_str().expect("bin"));
     s.ok(&["remote", "down", "localhost"]);
 
-    // Someone (a tool on a host where nothing protected it) replaces the
-    // installed binary with a program of its own.
+    // Someone (a tool on a host where nothing protected them) replaces the
+    // installed binary with a program of its own, and a configuration
+    // object (the sent policy) with a policy of its own.
+    let objects = s.path("rhome/.local/share/toolsrv/objects");
+    let policy = std::fs::read_dir(&objects)
+        .expect("objects")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("filesystem:")))
+        .expect("the policy's object");
+    let policy_text = std::fs::read_to_string(&policy).expect("policy");
+    std::fs::write(&policy, "filesystem:\n  rwx: [\"/\"]\n").expect("poison");
     let marker = s.path("swapped-binary-ran");
     std::fs::remove_file(&bin).expect("rm");
     std::fs::write(&bin, format!("#!/bin/sh\ntouch {}\nexit 1\n", q(&marker))).expect("swap");
@@ -306,6 +317,14 @@ fn a_swapped_remote_binary_is_installed_again_not_run_and_the_default_cwd_is_a_w
     assert!(
         std::fs::read(&bin).expect("binary") == std::fs::read(toolsrv_bin()).expect("ours"),
         "the installed binary is ours again"
+    );
+    assert!(
+        text.contains("config      1 of "),
+        "the altered object is sent again:\n{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&policy).expect("policy"),
+        policy_text
     );
     let out = s.ok(&[
         "--socket",
