@@ -1,7 +1,8 @@
 //! Content-addressed configuration transfer. The local configuration
 //! directory's `sandbox.yaml`, `sandbox/` (profiles) and `tools/` are hashed;
 //! the remote keeps every file it was sent under `<data>/objects/<sha256>`, so
-//! only files whose content it has never seen cross the connection; the
+//! only files whose content it does not hold cross the connection (an object
+//! whose content no longer has its name's hash is sent again); the
 //! server's configuration (`<state dir>/config/`) is then updated in place
 //! from the objects (changed files replaced atomically, removed ones deleted).
 
@@ -11,6 +12,17 @@ use crate::error::RemoteError;
 use crate::install::file_sha256;
 use crate::quote;
 use crate::ssh::{Input, Ssh};
+
+/// A shell function: `sha256 FILE` prints the file's SHA-256 (hex) with
+/// `sha256sum` or `shasum -a 256`; on a host with neither it prints the
+/// file's name (its content cannot be checked there, so it is trusted).
+const SHA256_FN: &str = r#"sha256() {
+  if command -v sha256sum >/dev/null 2>&1; then _h=$(sha256sum < "$1")
+  elif command -v shasum >/dev/null 2>&1; then _h=$(shasum -a 256 < "$1")
+  else _h=${1##*/}; fi
+  echo "${_h%% *}"
+}
+"#;
 
 /// One file to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,12 +134,13 @@ pub fn sync(
     let mut hashes: Vec<&str> = entries.iter().map(|e| e.hash.as_str()).collect();
     hashes.sort_unstable();
     hashes.dedup();
-    // 1. Which objects are missing (one round trip).
+    // 1. Which objects are missing, or hold other content than their name
+    //    says (replaced behind our back): those are sent (one round trip).
     let missing: Vec<String> = if hashes.is_empty() {
         Vec::new()
     } else {
         let script = format!(
-            "{prelude}o={}\nfor h in {}; do [ -f \"$o/$h\" ] || echo \"$h\"; done\n",
+            "{prelude}o={}\n{SHA256_FN}for h in {}; do [ -f \"$o/$h\" ] && [ \"$(sha256 \"$o/$h\")\" = \"$h\" ] || echo \"$h\"; done\n",
             quote::sh(&objects),
             hashes
                 .iter()

@@ -1,7 +1,9 @@
-//! This binary on the remote host: use the one installed already, or the one
-//! on the remote `$PATH` when its version is ours, else copy this one into
-//! `<data>/bin/` (atomically, under a name of its own: a running binary is
-//! never written over) when the remote OS/arch match.
+//! This binary on the remote host: use the one installed already when its
+//! content (SHA-256) is this binary's, or the one on the remote `$PATH` when
+//! its version is ours, else copy this one into `<data>/bin/` (atomically,
+//! under a name of its own: a running binary is never written over) when the
+//! remote OS/arch match. An installed file whose content is not ours (someone
+//! replaced it) is never run: it is installed again, and `up` says so.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,8 @@ pub struct LocalBinary {
     pub size: u64,
     /// The first 16 hex digits of its SHA-256.
     pub hash: String,
+    /// Its SHA-256, hex.
+    pub sha256: String,
 }
 
 /// SHA-256 of a file, hex.
@@ -50,13 +54,14 @@ impl LocalBinary {
         let size = std::fs::metadata(&path)
             .map_err(|e| RemoteError::io(format!("cannot stat {}", path.display()), e))?
             .len();
-        let mut hash = file_sha256(&path)?;
-        hash.truncate(16);
+        let sha256 = file_sha256(&path)?;
+        let hash = sha256[..16].to_string();
         Ok(LocalBinary {
             path,
             version,
             size,
             hash,
+            sha256,
         })
     }
 
@@ -83,6 +88,9 @@ pub enum How {
     OnPath,
     /// Copied now.
     Installed,
+    /// Copied again: the installed file's content was not this binary's (or
+    /// the host could not hash it).
+    Replaced,
 }
 
 /// The remote binary to run.
@@ -106,7 +114,7 @@ pub fn ensure(
 ) -> Result<RemoteBinary, RemoteError> {
     let name = local.install_name();
     let installed = format!("{}/bin/{name}", probe.data);
-    if probe.installed {
+    if probe.installed && probe.installed_sha256.as_deref() == Some(local.sha256.as_str()) {
         return Ok(RemoteBinary {
             path: installed,
             version: local.version.clone(),
@@ -147,6 +155,10 @@ trap 'rm -f "$t"' EXIT
 cat > "$t"
 n=$(wc -c < "$t")
 if [ $n -ne {size} ]; then echo "short transfer: $n of {size} bytes" >&2; exit 1; fi
+if command -v sha256sum >/dev/null 2>&1; then h=$(sha256sum < "$t")
+elif command -v shasum >/dev/null 2>&1; then h=$(shasum -a 256 < "$t")
+else h={sha256}; fi
+if [ "${{h%% *}}" != {sha256} ]; then echo "the binary arrived altered: SHA-256 ${{h%% *}}, sent {sha256}" >&2; exit 1; fi
 chmod 700 "$t"
 "$t" --version > /dev/null
 mv -f "$t" "$d/"{qname}
@@ -157,11 +169,16 @@ mv -f "$d/.toolsrv.lnk.$$" "$d/toolsrv"
         name = name,
         qname = quote::sh(&name),
         size = local.size,
+        sha256 = quote::sh(&local.sha256),
     );
     ssh.run(&script, Input::File(&local.path))?;
     Ok(RemoteBinary {
         path: installed,
         version: local.version.clone(),
-        how: How::Installed,
+        how: if probe.installed {
+            How::Replaced
+        } else {
+            How::Installed
+        },
     })
 }

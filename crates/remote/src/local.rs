@@ -1,6 +1,10 @@
 //! The local side's files, one private directory per remote address:
-//! `$XDG_RUNTIME_DIR/toolsrv/remote/<key>/`, else `/tmp/toolsrv-<uid>/remote/<key>/`,
-//! every level we create 0700 and checked to be ours.
+//! `$XDG_RUNTIME_DIR/toolsrv/remote/<key>/`, else
+//! `${XDG_STATE_HOME:-~/.local/state}/toolsrv/remote/<key>/`, every level we
+//! create 0700 and checked to be ours. Never under `{TOOLSRV_TMPDIR}`
+//! (`/tmp/toolsrv-<uid>`), which the default policy hands to every tool: both
+//! places are in the sandbox's protected list (`TOOLSRV_STATE`), so no rule
+//! reaches the control socket, the forwarded socket or the secret.
 
 use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -22,12 +26,33 @@ pub fn uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Where the per-address directories live.
-pub fn base() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        Some(rt) if Path::new(&rt).is_dir() => PathBuf::from(rt).join("toolsrv").join("remote"),
-        _ => PathBuf::from(format!("/tmp/toolsrv-{}", uid())).join("remote"),
+/// An environment variable that holds an absolute path (the XDG rule:
+/// relative values are ignored).
+fn abs_env(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// Where the per-address directories live: `$XDG_RUNTIME_DIR/toolsrv/remote`
+/// when that variable names a directory, else
+/// `${XDG_STATE_HOME:-$HOME/.local/state}/toolsrv/remote`.
+pub fn base() -> Result<PathBuf, RemoteError> {
+    if let Some(rt) = abs_env("XDG_RUNTIME_DIR").filter(|p| p.is_dir()) {
+        return Ok(rt.join("toolsrv").join("remote"));
     }
+    let state = match abs_env("XDG_STATE_HOME") {
+        Some(s) => s,
+        None => abs_env("HOME")
+            .ok_or_else(|| {
+                RemoteError::Config(
+                    "neither XDG_RUNTIME_DIR, XDG_STATE_HOME nor HOME is set to an absolute path: no place for the remote state".into(),
+                )
+            })?
+            .join(".local")
+            .join("state"),
+    };
+    Ok(state.join("toolsrv").join("remote"))
 }
 
 /// Create `p` (and missing parents) with mode 0700; refuse a directory that
@@ -55,27 +80,44 @@ fn private_dir(p: &Path) -> Result<(), RemoteError> {
     Ok(())
 }
 
+/// The file in a [`LocalDir`] that holds the control socket's name.
+const CONTROL_NAME_FILE: &str = "ctl.name";
+
 /// An exclusive `flock` on the directory's `lock` file, released on drop.
 pub struct Lock(#[allow(dead_code)] File);
 
 impl LocalDir {
     /// The directory for `addr` (not created).
-    pub fn for_address(addr: &SshAddress) -> LocalDir {
-        LocalDir {
-            path: base().join(addr.key()),
-        }
+    pub fn for_address(addr: &SshAddress) -> Result<LocalDir, RemoteError> {
+        Ok(LocalDir {
+            path: base()?.join(addr.key()),
+        })
     }
 
-    /// Create the directory (and `base()`), 0700, ours.
+    /// Create the directory (and `base()`), 0700, ours. Missing levels above
+    /// `toolsrv/` (`~/.local/state`, ...) are created 0700; existing ones are
+    /// left as they are.
     pub fn create(&self) -> Result<(), RemoteError> {
         if let Some(parent) = self.path.parent() {
-            // `toolsrv-<uid>` (or `$XDG_RUNTIME_DIR/toolsrv`) and `remote/`.
+            // `.../toolsrv` and `.../toolsrv/remote`.
             if let Some(top) = parent.parent() {
                 private_dir(top)?;
             }
             private_dir(parent)?;
         }
-        private_dir(&self.path)
+        private_dir(&self.path)?;
+        let name = self.path.join(CONTROL_NAME_FILE);
+        if !name.exists() {
+            let random = hex::encode(rand::random::<[u8; 12]>());
+            write_private(&name, format!("c-{random}").as_bytes())?;
+        }
+        match self.control().parent() {
+            Some(d) if d != self.path => private_dir(d),
+            _ => Err(RemoteError::Config(format!(
+                "{}: no control directory name",
+                name.display()
+            ))),
+        }
     }
 
     /// The directory.
@@ -98,9 +140,23 @@ impl LocalDir {
         self.path.join("toolsrv.sock.secret")
     }
 
-    /// ssh's control socket.
+    /// ssh's control socket: `c-<96 random bits, hex>/ctl`, the directory
+    /// name chosen by [`LocalDir::create`] and kept in `ctl.name` (before
+    /// that, `ctl`, which never exists). A sandboxed tool that can name a
+    /// Unix socket can connect to it whatever Landlock says (ABI < 9), and
+    /// whoever reaches this socket runs commands on the remote host: the
+    /// random directory keeps its path unknown to tools (they can neither
+    /// list nor read this directory, and the master binds the socket so that
+    /// the kernel never shows its path: [`crate::ssh::Ssh::master`]).
     pub fn control(&self) -> PathBuf {
-        self.path.join("ctl")
+        let name = std::fs::read_to_string(self.path.join(CONTROL_NAME_FILE))
+            .ok()
+            .map(|n| n.trim().to_string())
+            .filter(|n| n.starts_with("c-") && !n.contains('/'));
+        match name {
+            Some(n) => self.path.join(n).join("ctl"),
+            None => self.path.join("ctl"),
+        }
     }
 
     /// What `up` recorded ([`crate::state::State`]).
@@ -179,7 +235,8 @@ impl LocalDir {
 /// `marker` (a recycled pid does not).
 fn live_pid(file: &Path, marker: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
-    if pid <= 0 {
+    // Never 0, 1 or a negative pid (a process group, or every process).
+    if pid <= 1 {
         return None;
     }
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;

@@ -16,13 +16,19 @@ pub struct Probe {
     pub home: String,
     /// toolsrv's data directory: `${XDG_DATA_HOME:-$HOME/.local/share}/toolsrv`.
     pub data: String,
-    /// The runtime directory for the default socket: `$XDG_RUNTIME_DIR/toolsrv`,
-    /// else `/tmp/toolsrv-<uid>`.
+    /// The remote state directory (the default socket and the server's state
+    /// directories): `$XDG_RUNTIME_DIR/toolsrv/remote`, else
+    /// `${XDG_STATE_HOME:-$HOME/.local/state}/toolsrv/remote`; never under
+    /// `/tmp`. The sandbox hides it from every tool (`TOOLSRV_STATE`).
     pub runtime: String,
     /// `toolsrv` on the remote `$PATH`, and what its `--version` says.
     pub path_bin: Option<(String, String)>,
     /// Whether this exact binary is installed already (`<data>/bin/<name>`).
     pub installed: bool,
+    /// The SHA-256 of the installed file, hex, when it is installed and the
+    /// host has `sha256sum` or `shasum` (its name alone proves nothing: the
+    /// file may have been replaced since).
+    pub installed_sha256: Option<String>,
 }
 
 /// The lines every remote script starts with: a private umask and the
@@ -74,18 +80,27 @@ pub fn probe(ssh: &Ssh, prelude: &str, bin_name: &str) -> Result<Probe, RemoteEr
 echo "os=$(uname -s)"
 echo "arch=$(uname -m)"
 echo "home=$HOME"
-data="${{XDG_DATA_HOME:-$HOME/.local/share}}/toolsrv"
+case "${{XDG_DATA_HOME:-}}" in /*) data="$XDG_DATA_HOME/toolsrv" ;; *) data="$HOME/.local/share/toolsrv" ;; esac
 echo "data=$data"
-if [ -n "${{XDG_RUNTIME_DIR:-}}" ] && [ -d "$XDG_RUNTIME_DIR" ]; then
-  echo "runtime=$XDG_RUNTIME_DIR/toolsrv"
-else
-  echo "runtime=/tmp/toolsrv-$(id -u)"
-fi
+case "${{XDG_RUNTIME_DIR:-}}" in
+  /*) if [ -d "$XDG_RUNTIME_DIR" ]; then echo "runtime=$XDG_RUNTIME_DIR/toolsrv/remote"; fi ;;
+esac
+case "${{XDG_STATE_HOME:-}}" in
+  /*) echo "state=$XDG_STATE_HOME/toolsrv/remote" ;;
+  *) echo "state=$HOME/.local/state/toolsrv/remote" ;;
+esac
 if command -v toolsrv >/dev/null 2>&1; then
   echo "path_bin=$(command -v toolsrv)"
   echo "path_version=$(toolsrv --version 2>/dev/null | head -n 1)"
 fi
-if [ -x "$data/bin/"{name} ]; then echo "installed=yes"; fi
+b="$data/bin/"{name}
+if [ -f "$b" ] && [ -x "$b" ]; then
+  echo "installed=yes"
+  if command -v sha256sum >/dev/null 2>&1; then h=$(sha256sum < "$b")
+  elif command -v shasum >/dev/null 2>&1; then h=$(shasum -a 256 < "$b")
+  else h=""; fi
+  echo "installed_sha256=${{h%% *}}"
+fi
 "#,
         name = quote::sh(bin_name)
     );
@@ -93,6 +108,7 @@ if [ -x "$data/bin/"{name} ]; then echo "installed=yes"; fi
     let mut p = Probe::default();
     let mut path_bin = None;
     let mut path_version = String::new();
+    let mut state = String::new();
     for line in out.lines() {
         let Some((k, v)) = line.split_once('=') else {
             continue;
@@ -103,13 +119,18 @@ if [ -x "$data/bin/"{name} ]; then echo "installed=yes"; fi
             "home" => p.home = v.into(),
             "data" => p.data = v.into(),
             "runtime" => p.runtime = v.into(),
+            "state" => state = v.into(),
             "path_bin" => path_bin = Some(v.to_string()),
             "path_version" => path_version = v.into(),
             "installed" => p.installed = true,
+            "installed_sha256" if !v.is_empty() => p.installed_sha256 = Some(v.into()),
             _ => {}
         }
     }
     p.path_bin = path_bin.map(|b| (b, path_version));
+    if p.runtime.is_empty() {
+        p.runtime = state;
+    }
     if p.os.is_empty() || p.data.is_empty() || p.runtime.is_empty() {
         return Err(RemoteError::Remote(format!(
             "the remote probe gave no answer (output: {:?})",

@@ -60,11 +60,16 @@ impl Ssh {
 
     /// `ssh [-F cfg] -S ctl [-p port] [-l user]` with `extra` options.
     fn base(&self, extra: &[&str]) -> Command {
+        self.with_control(&self.control, extra)
+    }
+
+    /// [`Ssh::base`] with the control socket given as `control`.
+    fn with_control(&self, control: &Path, extra: &[&str]) -> Command {
         let mut c = Command::new("ssh");
         if let Some(f) = &self.config {
             c.arg("-F").arg(f);
         }
-        c.arg("-S").arg(escape_percent(&self.control));
+        c.arg("-S").arg(escape_percent(control));
         if let Some(p) = self.addr.port {
             c.arg("-p").arg(p.to_string());
         }
@@ -78,32 +83,53 @@ impl Ssh {
     /// The master connection: no command, no terminal, nothing on TCP
     /// (forwards are Unix sockets added with [`Ssh::forward`]). It exits
     /// when the connection drops (keep-alives notice a dead peer in ~15 s).
-    pub fn master(&self) -> Command {
-        let mut c = self.base(&[
-            "-M",
-            "-N",
-            "-T",
-            "-o",
-            "ControlPersist=no",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=10",
-            "-o",
-            "ServerAliveInterval=5",
-            "-o",
-            "ServerAliveCountMax=3",
-            "-o",
-            "ExitOnForwardFailure=yes",
-            "-o",
-            "StreamLocalBindUnlink=yes",
-            "-o",
-            "StreamLocalBindMask=0177",
-            "-o",
-            "ClearAllForwardings=yes",
-        ]);
+    ///
+    /// Its standard input is the control socket's directory, and it binds
+    /// its control socket as `/proc/self/fd/0/<name>`: the address the kernel
+    /// reports for the listening socket (`ss -x`, `unix_diag`, open to any
+    /// process, sandboxed tools included) is that path, which names nothing
+    /// outside the master, so the socket's directory (whose random name
+    /// keeps it unknown to tools, [`crate::local::LocalDir::control`])
+    /// appears nowhere a tool can read.
+    pub fn master(&self) -> Result<Command, RemoteError> {
+        let (Some(dir), Some(name)) = (self.control.parent(), self.control.file_name()) else {
+            return Err(RemoteError::Config(format!(
+                "{}: not a control socket path",
+                self.control.display()
+            )));
+        };
+        let dir_fd = std::fs::File::open(dir)
+            .map_err(|e| RemoteError::io(format!("cannot open {}", dir.display()), e))?;
+        let hidden = Path::new("/proc/self/fd/0").join(name);
+        let mut c = self.with_control(
+            &hidden,
+            &[
+                "-M",
+                "-N",
+                "-T",
+                "-o",
+                "ControlPersist=no",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=10",
+                "-o",
+                "ServerAliveInterval=5",
+                "-o",
+                "ServerAliveCountMax=3",
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-o",
+                "StreamLocalBindUnlink=yes",
+                "-o",
+                "StreamLocalBindMask=0177",
+                "-o",
+                "ClearAllForwardings=yes",
+            ],
+        );
         c.arg("--").arg(&self.addr.host);
-        c
+        c.stdin(dir_fd);
+        Ok(c)
     }
 
     /// A control command (`-O check`, `-O exit`, `-O forward`).

@@ -18,10 +18,11 @@ pub struct RemoteServer {
     pub version: String,
     /// The socket it listens on.
     pub socket: String,
-    /// Its private state directory (`<socket>.d`, 0700): secret, pid, log, config.
+    /// Its private state directory (`<remote state>/server-<hash of the
+    /// socket path>`, 0700): secret, pid, log, config.
     pub state_dir: String,
-    /// The runtime directory we created for the default socket (removed by
-    /// `down` when empty), if any.
+    /// The remote state directory that holds `state_dir` (and the default
+    /// socket), removed by `down` when empty.
     pub runtime_dir: Option<String>,
     /// Its `--cwd`.
     pub cwd: String,
@@ -31,6 +32,19 @@ pub struct RemoteServer {
     pub env: Vec<(String, String)>,
     /// Which configuration parts were sent (policy, tools): a change needs a restart.
     pub layout: String,
+}
+
+/// The remote server's process as it was seen right after it started: what
+/// the health checks and `down` compare with the live process before they
+/// trust (or signal) a pid. The remote pid file is never trusted on its own.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServerProcess {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time, in clock ticks after boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// Its executable (`/proc/<pid>/exe`).
+    pub exe: String,
 }
 
 /// `state.json`.
@@ -46,6 +60,10 @@ pub struct State {
     pub remote: RemoteServer,
     /// When the remote server was last (re)started, Unix seconds.
     pub server_started: u64,
+    /// The remote server's process, as recorded when it started (`None`:
+    /// no server was started by this record).
+    #[serde(default)]
+    pub process: Option<ServerProcess>,
 }
 
 /// Seconds since the epoch now.

@@ -32,14 +32,20 @@ pub struct Status {
 
 /// The status of `addr`.
 pub fn status(addr: &SshAddress) -> Result<Status, RemoteError> {
-    let dir = LocalDir::for_address(addr);
+    let dir = LocalDir::for_address(addr)?;
     let Some(state) = State::load(&dir)? else {
         return Err(RemoteError::NotUp(addr.to_string()));
     };
     let ssh = Ssh::new(addr.clone(), dir.control(), state.ssh_config.clone());
     let connected = ssh.check();
     let health = if connected {
-        server::health(&ssh, &prelude(&state.remote.env)?, &state.remote).ok()
+        server::health(
+            &ssh,
+            &prelude(&state.remote.env)?,
+            &state.remote,
+            state.process.as_ref(),
+        )
+        .ok()
     } else {
         None
     };

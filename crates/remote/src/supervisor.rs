@@ -128,7 +128,7 @@ fn connect(dir: &LocalDir, ssh: &Ssh) -> Result<Child, String> {
     }
     let mut child = ssh
         .master()
-        .stdin(Stdio::null())
+        .map_err(|e| e.to_string())?
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run ssh: {e}"))?;
@@ -178,7 +178,7 @@ struct Ended(i32);
 /// Check the server; restart it if it died. `Some` when it ended cleanly.
 fn check_server(dir: &LocalDir, ssh: &Ssh, st: &State) -> Result<Option<Ended>, RemoteError> {
     let pre = prelude(&st.remote.env)?;
-    match server::health(ssh, &pre, &st.remote)? {
+    match server::health(ssh, &pre, &st.remote, st.process.as_ref())? {
         Health::Running(_) | Health::Stopping => Ok(None),
         Health::Exited(0) => Ok(Some(Ended(0))),
         h => {
@@ -187,9 +187,10 @@ fn check_server(dir: &LocalDir, ssh: &Ssh, st: &State) -> Result<Option<Ended>, 
                 _ => "no trace of it".into(),
             };
             event(dir, &format!("remote server died ({why}); restarting it"));
-            server::start(ssh, &pre, &st.remote)?;
+            let process = server::start(ssh, &pre, &st.remote)?;
             let mut st = st.clone();
             st.server_started = state::now();
+            st.process = Some(process);
             st.save(dir)?;
             event(
                 dir,
@@ -332,13 +333,18 @@ fn teardown(dir: &LocalDir, ssh: &Ssh, master: Option<Child>) {
     }
     if let Ok(_lock) = dir.lock() {
         if let Ok(Some(st)) = State::load(dir) {
-            let removed =
-                prelude(&st.remote.env).and_then(|pre| server::remove(ssh, &pre, &st.remote));
-            if let Err(e) = removed {
-                tracing_line(
+            let removed = prelude(&st.remote.env)
+                .and_then(|pre| server::remove(ssh, &pre, &st.remote, st.process.as_ref()));
+            match removed {
+                Ok(refused) => {
+                    for r in refused {
+                        tracing_line(dir, &r);
+                    }
+                }
+                Err(e) => tracing_line(
                     dir,
                     &format!("cannot remove the remote server's files: {e}"),
-                );
+                ),
             }
         }
         ssh.exit();

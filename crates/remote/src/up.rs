@@ -28,7 +28,8 @@ pub struct UpOptions {
     pub config: Option<PathBuf>,
     /// The remote server's `--idle-timeout`.
     pub idle_timeout: Duration,
-    /// The remote server's `--cwd` (default: the remote `$HOME`).
+    /// The remote server's `--cwd` (default: [`DEFAULT_WORKSPACE`] in the
+    /// remote `$HOME`, created by `up`; never `$HOME` itself).
     pub cwd: Option<String>,
     /// Variables set for every remote command.
     pub env: Vec<(String, String)>,
@@ -41,6 +42,12 @@ pub struct UpOptions {
     /// This host's (platform, arch), Go's names.
     pub host: (String, String),
 }
+
+/// The remote `--cwd` when none is given: this directory in the remote
+/// `$HOME`, created (0700) by `up`. Not `$HOME` itself, whose dot files
+/// (shell start-up files, `.local/share/toolsrv`, ...) would then lie under
+/// the tools' writable `{CWD}`.
+pub const DEFAULT_WORKSPACE: &str = "toolsrv-workspace";
 
 /// How the server was left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +89,7 @@ pub fn answers(socket: &std::path::Path) -> bool {
 /// With `if_needed`: when the supervisor runs and the forwarded socket
 /// answers, return at once.
 pub fn up(o: &UpOptions, if_needed: bool) -> Result<UpReport, RemoteError> {
-    let dir = LocalDir::for_address(&o.addr);
+    let dir = LocalDir::for_address(&o.addr)?;
     if if_needed {
         if let (Some(_), Some(st)) = (dir.supervisor(), State::load(&dir).ok().flatten()) {
             if answers(&st.local_socket) {
@@ -138,15 +145,18 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
         Some(d) => config::manifest(d)?,
         None => Vec::new(),
     };
-    let (socket, runtime_dir) = match &o.addr.socket {
-        Some(s) => (s.clone(), None),
-        None => (
-            format!("{}/toolsrv.sock", probe.runtime),
-            Some(probe.runtime.clone()),
-        ),
+    let socket = match &o.addr.socket {
+        Some(s) => s.clone(),
+        None => format!("{}/toolsrv.sock", probe.runtime),
     };
-    let cwd = o.cwd.clone().unwrap_or_else(|| probe.home.clone());
-    if socket.starts_with(&format!("{}/", cwd.trim_end_matches('/'))) {
+    let workspace = o.cwd.is_none();
+    let cwd = o
+        .cwd
+        .clone()
+        .unwrap_or_else(|| format!("{}/{DEFAULT_WORKSPACE}", probe.home.trim_end_matches('/')));
+    let inside = |p: &str, dir: &str| p.starts_with(&format!("{}/", dir.trim_end_matches('/')));
+    // A socket in the remote state directory is hidden with it anyway.
+    if inside(&socket, &cwd) && !inside(&socket, &probe.runtime) {
         return Err(RemoteError::Config(format!(
             "the remote socket {socket} lies inside the remote --cwd {cwd}: the server would carve it out of the tools' working directory; pick another --cwd or socket"
         )));
@@ -154,30 +164,40 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
     let remote = RemoteServer {
         bin: bin.path.clone(),
         version: bin.version.clone(),
-        state_dir: format!("{socket}.d"),
+        state_dir: format!("{}/server-{}", probe.runtime, socket_key(&socket)),
         socket,
-        runtime_dir,
+        runtime_dir: Some(probe.runtime.clone()),
         cwd,
         idle_timeout_secs: o.idle_timeout.as_secs().max(1),
         env: o.env.clone(),
         layout: config::layout(&entries),
     };
     server::prepare(ssh, &pre, &remote)?;
+    if workspace {
+        server::workspace(ssh, &pre, &remote.cwd)?;
+    }
     let secret_changed = server::write_secret(ssh, &pre, &remote, &local_secret(dir)?)?;
     let sync = config::sync(ssh, &pre, &probe.data, &remote.state_dir, &entries)?;
     let previous = State::load(dir).ok().flatten();
     let same_server = previous.as_ref().is_some_and(|p| p.remote == remote);
-    let health = server::health(ssh, &pre, &remote)?;
-    let outcome = match health {
-        Health::Running(_) if same_server && !secret_changed => ServerOutcome::Kept,
+    // The record of the server the previous `up` started on this socket.
+    let recorded = previous
+        .as_ref()
+        .filter(|p| p.remote.state_dir == remote.state_dir)
+        .and_then(|p| p.process.clone());
+    let health = server::health(ssh, &pre, &remote, recorded.as_ref())?;
+    let (outcome, process) = match health {
+        Health::Running(_) if same_server && !secret_changed => (ServerOutcome::Kept, recorded),
         Health::Running(_) | Health::Stopping => {
-            server::kill(ssh, &pre, &remote)?;
-            server::start(ssh, &pre, &remote)?;
-            ServerOutcome::Restarted
+            for refused in server::kill(ssh, &pre, &remote, recorded.as_ref())? {
+                state::event(dir, &refused);
+            }
+            let p = server::start(ssh, &pre, &remote)?;
+            (ServerOutcome::Restarted, Some(p))
         }
         Health::Exited(_) | Health::Gone => {
-            server::start(ssh, &pre, &remote)?;
-            ServerOutcome::Started
+            let p = server::start(ssh, &pre, &remote)?;
+            (ServerOutcome::Started, Some(p))
         }
     };
     let server_started = match (outcome, &previous) {
@@ -190,6 +210,7 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
         local_socket: dir.socket(),
         remote: remote.clone(),
         server_started,
+        process,
     };
     st.save(dir)?;
     if !answers(&st.local_socket) {
@@ -213,6 +234,13 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
         server: outcome,
         skipped: false,
     })
+}
+
+/// The name of a server's state directory: the first 16 hex digits of the
+/// SHA-256 of its socket path (one state directory per socket).
+fn socket_key(socket: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(socket.as_bytes()))[..16].to_string()
 }
 
 /// Wait (up to 5 s) for the forwarded socket to answer.

@@ -14,7 +14,7 @@ mod store;
 pub use error::PolicyError;
 pub use model::{Advanced, Filesystem, General, Network, Policy, Validation};
 pub use paths::PathContext;
-pub use protected::{carved_paths, CREDENTIAL_STORES, PROTECTED};
+pub use protected::{carved_paths, CREDENTIAL_STORES, PROTECTED, TOOLSRV_BINARIES, TOOLSRV_STATE};
 pub use store::{write_default, PolicyStore};
 
 /// The built-in default policy (written out by `toolsrv init`, used when no

@@ -172,7 +172,7 @@ pub struct RemoteUpArgs {
     /// The remote server's --idle-timeout.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "30m")]
     pub idle_timeout: Duration,
-    /// The remote server's --cwd (default: the remote user's home) [env: TOOLSRV_REMOTE_CWD].
+    /// The remote server's --cwd (default: ~/toolsrv-workspace on the remote, created by `up`) [env: TOOLSRV_REMOTE_CWD].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// Set NAME=VALUE for every remote command (repeatable; also

@@ -91,12 +91,15 @@ pub fn main(global: &Global, cmd: RemoteCommand) -> ExitCode {
         RemoteCommand::Up(a) => run_up(&a),
         RemoteCommand::Status { host } => run_status(global, &host),
         RemoteCommand::Down { host } => address(&host).and_then(|a| {
-            toolsrv_remote::down::down(&a, ssh_config())?;
+            for refused in toolsrv_remote::down::down(&a, ssh_config())? {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "toolsrv: {}", for_terminal(&refused));
+            }
             outln!("{a}: down")?;
             Ok(())
         }),
         RemoteCommand::Supervise { dir, host } => address(&host).and_then(|a| {
-            let dir_ok = LocalDir::for_address(&a);
+            let dir_ok = LocalDir::for_address(&a)?;
             if dir_ok.path() != dir {
                 return Err(anyhow!(
                     "--dir {} is not the directory of {a}",
@@ -141,6 +144,9 @@ fn print_up(a: &RemoteUpArgs, r: &UpReport) -> Result<()> {
         Some(toolsrv_remote::install::How::Installed) => "installed now",
         Some(toolsrv_remote::install::How::AlreadyInstalled) => "installed before",
         Some(toolsrv_remote::install::How::OnPath) => "found on the remote PATH",
+        Some(toolsrv_remote::install::How::Replaced) => {
+            "installed again: the installed file's SHA-256 was not this binary's"
+        }
         None => "",
     };
     outln!("binary      {} ({}, {how})", r.binary, r.version)?;

@@ -99,7 +99,7 @@ fn up_installs_a_call_runs_remotely_and_only_changed_files_are_resent_and_down_c
     let st = s.remote_state();
     assert_eq!(mode(&st), 0o700);
     assert_eq!(mode(&st.join("secret")), 0o600);
-    assert_eq!(mode(&s.path("rrun/toolsrv")), 0o700);
+    assert_eq!(mode(&s.path("rrun/toolsrv/remote")), 0o700);
     let local = s.local_dir().expect("local dir");
     assert_eq!(mode(&local), 0o700);
     assert_eq!(mode(&local.join("toolsrv.sock")) & 0o077, 0);

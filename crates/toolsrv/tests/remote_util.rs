@@ -90,9 +90,20 @@ impl Sshd {
             .unwrap_or_default()
     }
 
-    /// The remote server's state directory (default socket).
+    /// What `up` recorded (`state.json` of the local directory).
+    pub fn state(&self) -> serde_json::Value {
+        let dir = self.local_dir().expect("no local directory: not up");
+        let text = std::fs::read_to_string(dir.join("state.json")).expect("state.json");
+        serde_json::from_str(&text).expect("state.json is JSON")
+    }
+
+    /// The remote server's state directory, as `up` recorded it.
     pub fn remote_state(&self) -> PathBuf {
-        self.path("rrun/toolsrv/toolsrv.sock.d")
+        PathBuf::from(
+            self.state()["remote"]["state_dir"]
+                .as_str()
+                .expect("remote.state_dir"),
+        )
     }
 
     /// Live processes whose command line mentions this test's directory

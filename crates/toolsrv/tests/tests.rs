@@ -33,6 +33,7 @@ mod procs_output;
 mod procs_util;
 mod procs_wakeups;
 mod remote;
+mod remote_holes;
 mod remote_util;
 mod requests;
 mod sandbox;

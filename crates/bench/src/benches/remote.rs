@@ -34,7 +34,8 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
     let forwarded = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let direct = sshd.path("rrun/toolsrv/toolsrv.sock");
+    // The remote server's default socket, in the remote state directory.
+    let direct = sshd.path("rrun/toolsrv/remote/toolsrv.sock");
     let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
     let res = (|| {
         let rt = runtime(crate::args::Flavour::CurrentThread)?;

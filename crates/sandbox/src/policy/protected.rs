@@ -8,13 +8,15 @@
 //! a protected path itself (or something inside it) is kept: listing the path
 //! is how a policy hands it to tools on purpose.
 //!
-//! Three kinds of paths are carved (CONTRACT §12):
+//! Four kinds of paths are carved (CONTRACT §12):
 //! - [`PROTECTED`]: system credential files, when toolsrv itself can read them;
 //! - [`CREDENTIAL_STORES`]: the user's credential stores under `$HOME`;
+//! - [`TOOLSRV_STATE`] and [`TOOLSRV_BINARIES`]: what `toolsrv remote` keeps
+//!   on either side (its control sockets and secrets; the binaries it installs);
 //! - the server's own files, given by the server: the policy file, its
 //!   profiles directory, the tools directory, the socket and its secret file.
 //!
-//! The last two are carved whether or not they exist: a path that does not
+//! All but the first are carved whether or not they exist: a path that does not
 //! exist yet is carved at its nearest existing ancestor, which then keeps only
 //! its list right, so that no tool can create it (a policy file that a tool
 //! creates would be loaded on the next call).
@@ -84,14 +86,35 @@ pub const CREDENTIAL_STORES: &[&str] = &[
     "~/.config/gh",
 ];
 
+/// The state of `toolsrv remote` (policy path syntax), on both sides: the
+/// local per-address directories (SSH control socket, forwarded socket, the
+/// remote's secret, pid and state files) and, on the remote host, the remote
+/// server's state directory (secret, configuration, pid files, logs). Hidden:
+/// carved like [`CREDENTIAL_STORES`], whether they exist or not. Where
+/// `toolsrv remote` puts them is in docs/remote.md.
+pub const TOOLSRV_STATE: &[&str] = &[
+    "{XDG_RUNTIME_DIR}/toolsrv/remote",
+    "{XDG_STATE_HOME}/toolsrv/remote",
+];
+
+/// What `toolsrv remote` installs on a remote host (policy path syntax): the
+/// server binaries and the content-addressed store of configuration files
+/// they are configured from. Read-only under CONTRACT §13; carving (the only
+/// protection Landlock alone gives) hides them, which is stricter.
+pub const TOOLSRV_BINARIES: &[&str] = &["{XDG_DATA_HOME}/toolsrv"];
+
 /// Every path to carve for a resolution in `ctx`, canonical, sorted and
 /// deduplicated: the readable [`PROTECTED`] files, the
-/// [`CREDENTIAL_STORES`] of `ctx`'s `$HOME`, and `server_files` (absolute
-/// paths; relative ones are ignored). Paths that do not exist are included
-/// (see the module doc).
+/// [`CREDENTIAL_STORES`], [`TOOLSRV_STATE`] and [`TOOLSRV_BINARIES`] of
+/// `ctx`'s environment, and `server_files` (absolute paths; relative ones are
+/// ignored). Paths that do not exist are included (see the module doc).
 pub fn carved_paths(ctx: &PathContext, server_files: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = existing_protected();
-    for raw in CREDENTIAL_STORES {
+    let per_user = CREDENTIAL_STORES
+        .iter()
+        .chain(TOOLSRV_STATE)
+        .chain(TOOLSRV_BINARIES);
+    for raw in per_user {
         if let Ok(p) = ctx.expand(raw) {
             out.extend(anchored_forms(&p));
         }
@@ -386,6 +409,46 @@ mod tests {
             );
         }
         assert!(!got.iter().any(|p| p.ends_with("relative")), "{got:?}");
+    }
+
+    #[test]
+    fn remote_state_and_binaries_follow_the_xdg_variables() {
+        let home = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(home.path()).unwrap();
+        let ctx = |extra: &[(&str, String)]| PathContext {
+            cwd: h.clone(),
+            workdir: None,
+            env: [("HOME".to_string(), h.display().to_string())]
+                .into_iter()
+                .chain(extra.iter().map(|(k, v)| (k.to_string(), v.clone())))
+                .collect(),
+        };
+        let defaults = carved_paths(&ctx(&[]), &[]);
+        for want in [
+            h.join(".local/state/toolsrv/remote"),
+            h.join(".local/share/toolsrv"),
+        ] {
+            assert!(defaults.contains(&want), "{} missing", want.display());
+        }
+        let set = carved_paths(
+            &ctx(&[
+                ("XDG_RUNTIME_DIR", h.join("run").display().to_string()),
+                ("XDG_STATE_HOME", h.join("st").display().to_string()),
+                ("XDG_DATA_HOME", h.join("data").display().to_string()),
+            ]),
+            &[],
+        );
+        for want in [
+            h.join("run/toolsrv/remote"),
+            h.join("st/toolsrv/remote"),
+            h.join("data/toolsrv"),
+        ] {
+            assert!(
+                set.contains(&want),
+                "{} missing from {set:?}",
+                want.display()
+            );
+        }
     }
 
     #[test]
