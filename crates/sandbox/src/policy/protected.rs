@@ -418,6 +418,7 @@ mod tests {
         let ctx = |extra: &[(&str, String)]| PathContext {
             cwd: h.clone(),
             workdir: None,
+            workspace: None,
             env: [("HOME".to_string(), h.display().to_string())]
                 .into_iter()
                 .chain(extra.iter().map(|(k, v)| (k.to_string(), v.clone())))
