@@ -10,6 +10,9 @@
 //!   of a run, its limits, and killing it whole.
 //! - [`workdir`], [`open`]: a request's working directory opened once, beneath
 //!   `--cwd`, and the race-free opens and file identities the rules are built from.
+//! - [`view`]: the prepared filesystem view (a mount namespace the child enters
+//!   with `setns`): protected paths masked or read-only, nothing changeable
+//!   outside the writable rules.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
 //!   group, applies the confinement and `exec`s the tool.
 
@@ -20,4 +23,5 @@ pub mod policy;
 pub mod rules;
 pub mod spawn;
 pub mod validate;
+pub mod view;
 pub mod workdir;

@@ -44,6 +44,8 @@ pub(crate) enum Stage {
     Contain = 12,
     /// `prlimit64`.
     Limits = 13,
+    /// `setns` into the filesystem view.
+    View = 14,
 }
 
 impl Stage {
@@ -63,6 +65,7 @@ impl Stage {
             11 => Stage::Capabilities,
             12 => Stage::Contain,
             13 => Stage::Limits,
+            14 => Stage::View,
             _ => return None,
         })
     }
@@ -78,6 +81,8 @@ pub(crate) struct ChildArgs {
     pub(crate) cwd: *const c_char,
     /// A descriptor of the working directory (`fchdir`), or -1 (`chdir(cwd)`).
     pub(crate) cwd_fd: c_int,
+    /// A mount namespace to enter before `fchdir`, or -1.
+    pub(crate) mount_ns: c_int,
     pub(crate) stdin: c_int,
     pub(crate) output: c_int,
     /// Landlock ruleset descriptor, or -1.
@@ -138,6 +143,12 @@ impl<T> At<T> for Result<T, sys::Errno> {
 fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     reset_signals(args.reset_signals.load(Ordering::Relaxed))?;
     join_run(args)?;
+    if args.mount_ns >= 0 {
+        // The view: root and working directory are reset to its root, so
+        // the working directory is entered after (from a descriptor opened
+        // inside the view), and Landlock applies in it.
+        sys::setns(args.mount_ns, libc::CLONE_NEWNS).at(Stage::View)?;
+    }
     sys::setpgid(0, 0).at(Stage::ProcessGroup)?;
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;
     // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
