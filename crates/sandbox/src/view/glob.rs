@@ -1,5 +1,6 @@
 //! Globs of `filesystem.deny_read` / `deny_write`: `*` matches any run of
-//! characters within one name, `**` any number of whole directories
+//! characters within one name (a leading dot included: a deny glob errs on
+//! the side of protecting), `**` any number of whole directories
 //! (`{CWD}/**/.env`). A glob is expanded by a bounded walk from its longest
 //! literal prefix, when a view is built and by the background rescan, never
 //! per call.
@@ -149,8 +150,12 @@ mod tests {
             g.expand(&mut cut),
             vec![r.join(".env"), r.join("a/.env"), r.join("a/b/c/.env")]
         );
+        // `*` matches a leading dot too: a deny glob errs on the side of protecting.
         let g = Glob::parse(&r.join("a/*.env")).unwrap();
-        assert_eq!(g.expand(&mut cut), vec![r.join("a/x.env")]);
+        assert_eq!(
+            g.expand(&mut cut),
+            vec![r.join("a/.env"), r.join("a/x.env")]
+        );
         let g = Glob::parse(&r.join("**/*.pem")).unwrap();
         assert_eq!(g.expand(&mut cut), vec![r.join("a/b/key.pem")]);
         assert!(!cut);
