@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use spawn_support::{cstr, pipe, test_env};
 use toolsrv_sandbox::policy::PathContext;
 use toolsrv_sandbox::spawn::{spawn, ExitStatus, SpawnSpec};
-use toolsrv_sandbox::view::{ProtectedSet, RulePaths, ServerFiles, Sources, View};
+use toolsrv_sandbox::view::{RulePaths, ServerFiles, Sources, View};
 
 /// Runs `sh -c script` inside `view`, in its workspace: (status, output).
 fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
@@ -71,12 +71,11 @@ fn view_for(t: &Tree, ws: &Path, server: ServerFiles) -> View {
         deny_read: vec![t.p("ws/**/*.pem")],
         deny_write: Vec::new(),
     };
-    let set = ProtectedSet::gather(&src);
     let rules = RulePaths {
         writable: vec![ws.to_path_buf()],
         readable: Vec::new(),
     };
-    View::build(set, &rules, ws).expect("build the view")
+    View::build(&src, &rules).expect("build the view")
 }
 
 #[test]

@@ -51,6 +51,9 @@ pub struct ServeConfig {
     pub auth_timeout: Duration,
     /// Bounds on finished processes and running background processes.
     pub retention: crate::procs::Retention,
+    /// How the filesystem is protected for sandboxed runs (probed at
+    /// startup by `toolsrv serve`; `LandlockOnly` here by default).
+    pub filesystem: toolsrv_sandbox::view::Mechanism,
 }
 
 impl ServeConfig {
@@ -78,6 +81,7 @@ impl ServeConfig {
             max_connections: 1024,
             auth_timeout: Duration::from_secs(10),
             retention: crate::procs::Retention::default(),
+            filesystem: toolsrv_sandbox::view::Mechanism::LandlockOnly("not probed".to_string()),
         }
     }
 }

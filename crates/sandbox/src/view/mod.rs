@@ -118,15 +118,17 @@ pub struct View {
 }
 
 impl View {
-    /// Builds the view protecting `set` for a policy whose rule paths
-    /// (with `{CWD}` as the workspace) are `rules`.
-    pub fn build(
-        set: ProtectedSet,
-        rules: &RulePaths,
-        workspace: &Path,
-    ) -> Result<View, ViewError> {
+    /// Builds the view protecting what `sources` name for a policy whose
+    /// rule paths (with `{CWD}` as the workspace) are `rules`.
+    pub fn build(sources: &Sources, rules: &RulePaths) -> Result<View, ViewError> {
+        let workspace = &sources.workspace;
+        let mut set = ProtectedSet::gather(sources);
         let plan = Plan::new(&set, rules, workspace);
         let placeholders = build::place(&plan);
+        if !placeholders.is_empty() {
+            // What the view now protects, as the rescan will find it.
+            set = ProtectedSet::gather(sources);
+        }
         let built = build::build(&plan)?;
         Ok(View {
             ns: built.ns,

@@ -211,7 +211,23 @@ impl Plan {
             Shape::File if existing != root.as_path() => {
                 self.covers.push(Cover::ReadOnly(existing.to_path_buf()));
             }
-            Shape::File => self.creatable.push(p.clone()),
+            Shape::File => {
+                // Directly in the rule's root: an empty directory for the
+                // first missing directory on the way, bound read-only; a
+                // file right in the root stays creatable.
+                let first = p
+                    .strip_prefix(existing)
+                    .ok()
+                    .and_then(|rest| rest.components().next())
+                    .map(|c| existing.join(c));
+                match first {
+                    Some(dir) if dir != *p => {
+                        self.placeholders.push(Placeholder::Dir(dir.clone()));
+                        self.covers.push(Cover::ReadOnly(dir));
+                    }
+                    _ => self.creatable.push(p.clone()),
+                }
+            }
         }
     }
 }
