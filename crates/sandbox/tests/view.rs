@@ -75,7 +75,7 @@ fn view_for(t: &Tree, ws: &Path, server: ServerFiles) -> View {
         writable: vec![ws.to_path_buf()],
         readable: Vec::new(),
     };
-    View::build(&src, &rules).expect("build the view")
+    View::build(&src, &rules, &[]).expect("build the view")
 }
 
 #[test]

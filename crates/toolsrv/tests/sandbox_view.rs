@@ -509,3 +509,52 @@ fn the_startup_log_names_the_filesystem_mechanism() {
         "{log}"
     );
 }
+
+/// Attack (issue 24, medium): on a root server, `ro: [/etc]`-like rules
+/// handed every root-only file in the directory to tools (beyond the dozen
+/// names of the built-in list): a root tool reads them all.
+///
+/// Expected: a root-only file (owner root, no read bit for others) under an
+/// `ro` directory rule reads as empty; a world-readable one beside it and a
+/// root-only file that a rule names itself stay readable.
+#[test]
+fn root_only_files_under_a_read_rule_are_hidden_unless_named() {
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let (_d, dir) = tmp();
+    let ro = dir.join("conf");
+    std::fs::create_dir(&ro).expect("conf");
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for (name, text, mode) in [
+        ("key", SECRET, 0o600),
+        ("open.txt", "open\n", 0o644),
+        ("named.key", "named\n", 0o600),
+    ] {
+        std::fs::write(ro.join(name), text).expect("write");
+        std::fs::set_permissions(ro.join(name), std::fs::Permissions::from_mode(mode))
+            .expect("chmod");
+    }
+    let policy = dir.join("sandbox.yaml");
+    let rules = serde_json::json!({
+        "filesystem": {
+            "ro": ["/etc", ro.display().to_string(), ro.join("named.key").display().to_string()],
+            "rox": ["/usr", "/bin", "/sbin", "/lib", "/lib64"],
+            "rw": ["/dev/null"],
+            "rwx": ["{CWD}"],
+        },
+        "advanced": {"add_exec": true},
+    });
+    std::fs::write(&policy, rules.to_string()).expect("policy");
+    let ps = policy.display().to_string();
+    let mut s = Session::no_auth(Launch::new().args(["--sandbox", &ps]));
+    let k = q(&ro.join("key"));
+    let (_, text) = s.sh(&format!("cat {k}; echo end"));
+    assert_eq!(text, "end\n", "a root-only file was readable");
+    assert_eq!(s.ok(&format!("cat {}", q(&ro.join("open.txt")))), "open\n");
+    assert_eq!(
+        s.ok(&format!("cat {}", q(&ro.join("named.key")))),
+        "named\n"
+    );
+}

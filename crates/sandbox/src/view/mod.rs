@@ -22,6 +22,7 @@ mod build;
 pub mod glob;
 pub mod plan;
 pub mod protected;
+pub mod rootonly;
 mod sys;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -120,10 +121,18 @@ pub struct View {
 impl View {
     /// Builds the view protecting what `sources` name for a policy whose
     /// rule paths (with `{CWD}` as the workspace) are `rules`.
-    pub fn build(sources: &Sources, rules: &RulePaths) -> Result<View, ViewError> {
+    /// `extra` entries (root-only files, `rootonly`) are protected too but
+    /// not part of [`View::protected`], which the rescan compares.
+    pub fn build(sources: &Sources, rules: &RulePaths, extra: &[Entry]) -> Result<View, ViewError> {
         let workspace = &sources.workspace;
         let mut set = ProtectedSet::gather(sources);
-        let plan = Plan::new(&set, rules, workspace);
+        let mut planned = set.clone();
+        planned.entries.extend(extra.iter().cloned());
+        planned.entries.sort();
+        planned
+            .entries
+            .dedup_by(|later, earlier| later.path == earlier.path);
+        let plan = Plan::new(&planned, rules, workspace);
         let placeholders = build::place(&plan);
         if !placeholders.is_empty() {
             // What the view now protects, as the rescan will find it.

@@ -81,6 +81,29 @@ impl Views {
         }
     }
 
+    /// On a server running as root: the root-only files under the read
+    /// rules (hidden unless a rule names them; CONTRACT §13).
+    fn root_only(&self, rules: &RulePaths) -> Vec<toolsrv_sandbox::view::Entry> {
+        // Safety: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Vec::new();
+        }
+        let started = std::time::Instant::now();
+        let (found, truncated) = toolsrv_sandbox::view::rootonly::root_only(rules);
+        tracing::debug!(
+            count = found.len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "filesystem view: root-only files under read rules"
+        );
+        if truncated {
+            tracing::info!(
+                budget = toolsrv_sandbox::view::rootonly::SCAN_BUDGET,
+                "filesystem view: the scan for root-only files under read rules (ro rules first, then rox) stopped at its budget; root-only files beyond it are readable to tools"
+            );
+        }
+        found
+    }
+
     /// The current view for `policy`, and its rule paths; built when there
     /// is none or it is stale.
     pub(crate) fn get(
@@ -103,7 +126,8 @@ impl Views {
             readable: resolved.ro.iter().chain(&resolved.rox).cloned().collect(),
         });
         let started = std::time::Instant::now();
-        let view = Arc::new(View::build(&sources, &rules)?);
+        let extra = self.root_only(&rules);
+        let view = Arc::new(View::build(&sources, &rules, &extra)?);
         log_built(&view, started.elapsed());
         let slot = Arc::new(Slot {
             policy: policy.clone(),
