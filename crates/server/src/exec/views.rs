@@ -34,6 +34,9 @@ pub(crate) struct Views {
     workspace: PathBuf,
     server: ServerFiles,
     env: std::collections::HashMap<String, String>,
+    /// The last root-only scan and the rules it was made for: a view rebuilt
+    /// because its protected set changed reuses it.
+    root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::view::Entry>)>>,
 }
 
 impl Views {
@@ -49,6 +52,7 @@ impl Views {
             workspace: workspace.to_path_buf(),
             server,
             env,
+            root_only: Mutex::new(None),
         });
         let weak = Arc::downgrade(&views);
         let started = std::thread::Builder::new()
@@ -83,10 +87,16 @@ impl Views {
 
     /// On a server running as root: the root-only files under the read
     /// rules (hidden unless a rule names them; CONTRACT §13).
-    fn root_only(&self, rules: &RulePaths) -> Vec<toolsrv_sandbox::view::Entry> {
+    fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
         // Safety: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Vec::new();
+        }
+        let mut cache = self.root_only.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((r, found)) = &*cache {
+            if **r == **rules {
+                return found.clone();
+            }
         }
         let started = std::time::Instant::now();
         let (found, truncated) = toolsrv_sandbox::view::rootonly::root_only(rules);
@@ -101,6 +111,7 @@ impl Views {
                 "filesystem view: the scan for root-only files under read rules (ro rules first, then rox) stopped at its budget; root-only files beyond it are readable to tools"
             );
         }
+        *cache = Some((rules.clone(), found.clone()));
         found
     }
 
