@@ -258,6 +258,7 @@ mod tests {
                 entry("/etc/ro-outside", Kind::ReadOnly, Shape::File, true),
             ],
             truncated: false,
+            incomplete: false,
         };
         let rules = RulePaths {
             writable: vec![PathBuf::from("/w"), PathBuf::from("/h/.aws")],

@@ -83,6 +83,10 @@ pub struct ProtectedSet {
     pub entries: Vec<Entry>,
     /// A glob or a repository scan stopped at its budget.
     pub truncated: bool,
+    /// A path could not be looked at for another reason than its absence
+    /// (out of descriptors, say): the set may miss entries, and the rescan
+    /// does not take it for a change.
+    pub incomplete: bool,
 }
 
 /// System credential files, hidden (`*` within the last name).
@@ -239,6 +243,12 @@ impl ProtectedSet {
 struct Collector {
     entries: Vec<Entry>,
     truncated: bool,
+    incomplete: bool,
+}
+
+/// Whether `e` says the path is not there (rather than not lookable).
+fn absent(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
 }
 
 impl Collector {
@@ -260,13 +270,20 @@ impl Collector {
                         };
                         (c, Some(id), shape)
                     }
-                    Err(_) => return,
+                    Err(e) => {
+                        self.incomplete |= !absent(&e) && e.raw_os_error() != Some(libc::ELOOP);
+                        return;
+                    }
                 }
             }
-            Err(_) => match anchor(path) {
+            Err(e) if absent(&e) => match anchor(path) {
                 Some(a) => (a, None, shape),
                 None => return,
             },
+            Err(_) => {
+                self.incomplete = true;
+                return;
+            }
         };
         self.entries.push(Entry {
             path,
@@ -284,6 +301,7 @@ impl Collector {
         ProtectedSet {
             entries: self.entries,
             truncated: self.truncated,
+            incomplete: self.incomplete,
         }
     }
 }

@@ -205,6 +205,10 @@ fn rescan(views: Weak<Views>) {
                 continue;
             }
             let now = ProtectedSet::gather(&s.sources);
+            if now.incomplete {
+                // Out of descriptors, say: no reason to rebuild.
+                continue;
+            }
             if &now != s.view.protected() {
                 tracing::debug!(
                     "filesystem view: the protected set changed; the next run gets a new view"
