@@ -558,3 +558,30 @@ fn root_only_files_under_a_read_rule_are_hidden_unless_named() {
         "named\n"
     );
 }
+
+/// Under `general.best_effort: false`, a server that cannot make the
+/// filesystem view (forced here with `TOOLSRV_VIEW=off`) refuses to start,
+/// saying why.
+#[test]
+fn a_strict_policy_refuses_to_start_without_the_view() {
+    let (_d, dir) = tmp();
+    let policy = dir.join("sandbox.yaml");
+    std::fs::write(&policy, "general:\n  best_effort: false\n").expect("policy");
+    let out = std::process::Command::new(toolsrv_bin())
+        .args(["serve", "--no-auth", "--idle-timeout", "1s", "--listen"])
+        .arg(dir.join("s.sock"))
+        .arg("--cwd")
+        .arg(&dir)
+        .arg("--sandbox")
+        .arg(&policy)
+        .env("OLLIE_CFG_PATH", dir.join("cfg"))
+        .env("TOOLSRV_VIEW", "off")
+        .output()
+        .expect("run toolsrv serve");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no filesystem view can be made") && err.contains("best_effort: false"),
+        "{err}"
+    );
+}
