@@ -6,7 +6,6 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::plan::{Cover, Hole, Placeholder, Plan};
@@ -23,46 +22,58 @@ pub(crate) struct Built {
 }
 
 /// Creates the plan's placeholders (owner-only); returns those created.
+/// Each is made beneath its nearest existing ancestor, opened without
+/// following a symbolic link, one component at a time (`mkdirat`,
+/// `O_NOFOLLOW`): a link a tool swapped in meanwhile makes it fail rather
+/// than create anything elsewhere.
 pub(crate) fn place(plan: &Plan) -> Vec<PathBuf> {
     let mut made = Vec::new();
     for p in &plan.placeholders {
-        let (path, result) = match p {
-            Placeholder::Dir(path) => (
-                path,
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(path),
-            ),
-            Placeholder::File(path) => (
-                path,
-                path.parent()
-                    .map_or(Ok(()), |d| {
-                        std::fs::DirBuilder::new()
-                            .recursive(true)
-                            .mode(0o700)
-                            .create(d)
-                    })
-                    .and_then(|()| {
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .mode(0o600)
-                            .custom_flags(libc::O_NOFOLLOW)
-                            .open(path)
-                            .map(drop)
-                    }),
-            ),
+        let (path, file) = match p {
+            Placeholder::Dir(path) => (path, false),
+            Placeholder::File(path) => (path, true),
         };
-        match result {
-            Ok(()) => made.push(path.clone()),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        match place_one(path, file) {
+            Ok(true) => made.push(path.clone()),
+            Ok(false) => {}
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "cannot create the placeholder of a protected path")
             }
         }
     }
     made
+}
+
+/// Creates `path` (an empty directory 0700, or with `file` an empty file
+/// 0600, its missing parents 0700); `false` when it existed already.
+fn place_one(path: &Path, file: bool) -> io::Result<bool> {
+    let existing = path
+        .ancestors()
+        .skip(1)
+        .find(|a| a.exists())
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+    let rest = path
+        .strip_prefix(existing)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut dir = crate::open::open_no_symlinks(existing)?;
+    let names: Vec<_> = rest.components().collect();
+    for (i, c) in names.iter().enumerate() {
+        let name = Path::new(c.as_os_str());
+        let last = i + 1 == names.len();
+        if last && file {
+            return match sys::create_new_at(dir.as_fd(), name, 0o600) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        let created = sys::mkdir_at(dir.as_fd(), name, 0o700)?;
+        dir = sys::open_dir_at(dir.as_fd(), name)?;
+        if last {
+            return Ok(created);
+        }
+    }
+    Ok(false)
 }
 
 /// Builds the view of `plan` on a new thread and waits for it.

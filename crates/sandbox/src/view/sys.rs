@@ -212,19 +212,40 @@ pub(crate) fn seal(fd: BorrowedFd<'_>) -> io::Result<()> {
     set_attr_fd(fd, MOUNT_ATTR_RDONLY)
 }
 
-/// `mkdirat(dir, name, mode)`.
-pub(crate) fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> io::Result<()> {
+/// `mkdirat(dir, name, mode)`: `true` when made, `false` when something
+/// was there already.
+pub(crate) fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> io::Result<bool> {
     let c = c_path(name)?;
     // Safety: `c` is NUL-terminated and outlives the call.
     let ret = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) };
     if ret < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EEXIST) {
-            return Ok(());
+            return Ok(false);
         }
         return Err(e);
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Creates the empty file `name` beneath `dir` with `mode`, failing if
+/// anything (a symbolic link included) is there.
+pub(crate) fn create_new_at(
+    dir: BorrowedFd<'_>,
+    name: &Path,
+    mode: libc::mode_t,
+) -> io::Result<()> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            libc::c_uint::from(mode),
+        )
+    };
+    owned(fd.into()).map(drop)
 }
 
 /// Creates the empty file `name` beneath `dir` with `mode`.
@@ -240,6 +261,21 @@ pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) ->
         )
     };
     owned(fd.into()).map(drop)
+}
+
+/// `openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW)`: one directory
+/// component, never a symbolic link.
+pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    owned(fd.into())
 }
 
 /// `open("/proc/thread-self/ns/mnt")`: this thread's mount namespace, kept
