@@ -26,7 +26,7 @@ pub mod rootonly;
 mod sys;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use plan::{Plan, RulePaths};
@@ -172,18 +172,5 @@ impl View {
     /// The placeholders created for it on the host.
     pub fn placeholders(&self) -> &[PathBuf] {
         &self.placeholders
-    }
-
-    /// The protected entry `cwd` (canonical) is or lies in, unless a rule
-    /// names it (or a path inside it): a request's `cwd` there is refused.
-    pub fn refused_cwd(&self, cwd: &Path, rules: &RulePaths) -> Option<&Entry> {
-        self.set.entries.iter().find(|e| {
-            cwd.starts_with(&e.path)
-                && !rules
-                    .writable
-                    .iter()
-                    .chain(&rules.readable)
-                    .any(|r| r.starts_with(&e.path) && cwd.starts_with(r))
-        })
     }
 }
