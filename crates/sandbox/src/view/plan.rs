@@ -286,4 +286,57 @@ mod tests {
         assert_eq!(holes[0].path, PathBuf::from("/h/.ssh/known_hosts"));
         assert!(!holes[0].writable);
     }
+
+    #[test]
+    fn missing_paths_get_placeholders_read_only_parents_or_are_logged() {
+        let t = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(r.join("home/.docker")).unwrap();
+        std::fs::create_dir_all(r.join("elsewhere")).unwrap();
+        let h = r.join("home");
+        let p = |rel: &str| h.join(rel).display().to_string();
+        let set = ProtectedSet {
+            entries: vec![
+                entry(&p(".aws"), Kind::Hidden, Shape::Dir, false),
+                entry(&p(".netrc"), Kind::Hidden, Shape::NeutralFile, false),
+                entry(&p(".docker/config.json"), Kind::Hidden, Shape::File, false),
+                entry(&p("cfg/sandbox.yaml"), Kind::ReadOnly, Shape::File, false),
+                entry(&p(".profile"), Kind::ReadOnly, Shape::File, false),
+                entry(
+                    &r.join("elsewhere/x").display().to_string(),
+                    Kind::Hidden,
+                    Shape::Dir,
+                    false,
+                ),
+            ],
+            truncated: false,
+            incomplete: false,
+        };
+        let rules = RulePaths {
+            writable: vec![h.clone()],
+            readable: Vec::new(),
+        };
+        let plan = Plan::new(&set, &rules, &h);
+        assert_eq!(
+            plan.placeholders,
+            vec![
+                Placeholder::Dir(h.join(".aws")),
+                Placeholder::File(h.join(".netrc")),
+                Placeholder::Dir(h.join("cfg")),
+            ]
+        );
+        assert!(plan
+            .covers
+            .contains(&Cover::HideDir(h.join(".aws"), Vec::new())));
+        assert!(plan.covers.contains(&Cover::HideFile(h.join(".netrc"))));
+        assert!(plan.covers.contains(&Cover::ReadOnly(h.join(".docker"))));
+        assert!(plan.covers.contains(&Cover::ReadOnly(h.join("cfg"))));
+        // Directly in the writable root, and never created: logged.
+        assert_eq!(plan.creatable, vec![h.join(".profile")]);
+        // Outside every writable rule nothing is needed.
+        assert!(!plan
+            .covers
+            .iter()
+            .any(|c| c.path().starts_with(r.join("elsewhere"))));
+    }
 }

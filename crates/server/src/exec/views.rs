@@ -2,8 +2,9 @@
 //! per policy (the main one and each profile in use), built on first use,
 //! and rebuilt when what they protect changes. A background thread gathers
 //! each view's protected set again about once a second (the fixed lists,
-//! the repositories, the globs' matches) and marks a view whose set differs
-//! stale; the next run builds a new one. Runs hold their view (an `Arc`)
+//! the repositories, the globs' matches) and the policy's rule paths, and
+//! marks a view whose set or rule paths differ stale; the next run builds a
+//! new one. Runs hold their view (an `Arc`)
 //! until they have started; an old view is dropped with its last run.
 
 use std::path::{Path, PathBuf};
@@ -85,6 +86,15 @@ impl Views {
         }
     }
 
+    /// `policy`'s rule paths with `{CWD}` as the workspace.
+    fn rule_paths(&self, policy: &Policy) -> RulePaths {
+        let resolved = policy.resolve_whole(&self.ctx(), &[]);
+        RulePaths {
+            writable: resolved.rw.iter().chain(&resolved.rwx).cloned().collect(),
+            readable: resolved.ro.iter().chain(&resolved.rox).cloned().collect(),
+        }
+    }
+
     /// On a server running as root: the root-only files under the read
     /// rules (hidden unless a rule names them; CONTRACT §13).
     fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
@@ -131,11 +141,7 @@ impl Views {
             }
         }
         let sources = self.sources(policy);
-        let resolved = policy.resolve_whole(&self.ctx(), &[]);
-        let rules = Arc::new(RulePaths {
-            writable: resolved.rw.iter().chain(&resolved.rwx).cloned().collect(),
-            readable: resolved.ro.iter().chain(&resolved.rox).cloned().collect(),
-        });
+        let rules = Arc::new(self.rule_paths(policy));
         let started = std::time::Instant::now();
         let extra = self.root_only(&rules);
         let view = Arc::new(View::build(&sources, &rules, &extra)?);
