@@ -53,6 +53,9 @@ pub struct ServerOpts {
     pub containment: Option<&'static str>,
     /// More `serve` flags.
     pub extra: Vec<&'static str>,
+    /// `TOOLSRV_VIEW=off`: no filesystem view, Landlock carving only (the
+    /// figure without the view's protection).
+    pub view_off: bool,
 }
 
 impl ServerProcess {
@@ -84,6 +87,11 @@ impl ServerProcess {
             launch = launch.arg("--tools").arg(t);
         }
         launch = launch.args(&opts.extra);
+        launch = if opts.view_off {
+            launch.env("TOOLSRV_VIEW", "off")
+        } else {
+            launch.env_remove("TOOLSRV_VIEW")
+        };
         launch = match opts.containment {
             Some(c) => launch.env("TOOLSRV_CONTAINMENT", c),
             None => launch.env_remove("TOOLSRV_CONTAINMENT"),

@@ -396,12 +396,10 @@ pub fn probe(force: Option<&str>) -> Probe {
 /// `unshare(CLONE_NEWNS)` in a throwaway thread, which leaves the process's
 /// own namespace alone.
 pub fn mount_namespace_available() -> Result<(), String> {
-    std::thread::Builder::new()
-        .name("mountns-probe".into())
-        .spawn(|| sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}")))
-        .map_err(|e| format!("cannot start the probe thread: {e}"))?
-        .join()
-        .unwrap_or_else(|_| Err("the probe thread panicked".to_string()))
+    match crate::view::Mechanism::probe(None) {
+        crate::view::Mechanism::MountNamespace => Ok(()),
+        crate::view::Mechanism::LandlockOnly(why) => Err(why),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,9 @@
 //!   keep its uid and gid), or the per-run uid and gid maps where the host refuses.
 //! - [`workdir`], [`open`]: a request's working directory opened once, beneath
 //!   `--cwd`, and the race-free opens and file identities the rules are built from.
+//! - [`view`]: the prepared filesystem view (a mount namespace the child enters
+//!   with `setns`): protected paths masked or read-only, nothing changeable
+//!   outside the writable rules.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
 //!   group, applies the confinement and `exec`s the tool.
 
@@ -26,4 +29,5 @@ pub mod policy;
 pub mod rules;
 pub mod spawn;
 pub mod validate;
+pub mod view;
 pub mod workdir;

@@ -46,6 +46,10 @@ pub struct SpawnSpec<'a> {
     /// The working directory, opened: the child `fchdir`s to it instead of
     /// looking `cwd` up again. Must stay open until the spawn returns.
     pub cwd_fd: Option<BorrowedFd<'a>>,
+    /// A mount namespace to enter (`setns`) before the working directory and
+    /// the confinement: the run's filesystem view (`crate::view`). `cwd_fd`
+    /// must then be a directory opened inside that namespace.
+    pub mount_ns: Option<BorrowedFd<'a>>,
     /// Where stdout and stderr both go (typically a pipe's write end).
     pub output: BorrowedFd<'a>,
     /// The confinement to apply right before `execve`; `None` runs unconfined.
@@ -176,6 +180,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
             envp: &envp,
             cwd: spec.cwd,
             cwd_fd: spec.cwd_fd.map_or(-1, |fd| fd.as_raw_fd()),
+            mount_ns: spec.mount_ns.map_or(-1, |fd| fd.as_raw_fd()),
         },
         devnull.as_raw_fd(),
         output,
@@ -484,6 +489,7 @@ fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError
         Some(Stage::Identity) => {
             setup("mapping the server's uid and gid in the run's user namespace")
         }
+        Some(Stage::View) => setup("entering the filesystem view"),
         None => SpawnError::UnknownStage(stage),
     }
 }
@@ -496,6 +502,7 @@ struct ChildStrings<'a> {
     envp: &'a [*const libc::c_char],
     cwd: &'a CStr,
     cwd_fd: RawFd,
+    mount_ns: RawFd,
 }
 
 /// The child's argument block, pointing at `strings`, the descriptors and the
@@ -515,6 +522,7 @@ fn child_args(
         envp: strings.envp.as_ptr(),
         cwd: strings.cwd.as_ptr(),
         cwd_fd: strings.cwd_fd,
+        mount_ns: strings.mount_ns,
         stdin,
         output,
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),

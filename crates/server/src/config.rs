@@ -54,6 +54,9 @@ pub struct ServeConfig {
     /// What this server set up to confine its tools with (the `doctor`
     /// file); `None`: probed when the server starts.
     pub facts: Option<toolsrv_sandbox::doctor::Facts>,
+    /// How the filesystem is protected for sandboxed runs (probed at
+    /// startup by `toolsrv serve`; `LandlockOnly` here by default).
+    pub filesystem: toolsrv_sandbox::view::Mechanism,
 }
 
 impl ServeConfig {
@@ -82,6 +85,7 @@ impl ServeConfig {
             auth_timeout: Duration::from_secs(10),
             retention: crate::procs::Retention::default(),
             facts: None,
+            filesystem: toolsrv_sandbox::view::Mechanism::LandlockOnly("not probed".to_string()),
         }
     }
 }

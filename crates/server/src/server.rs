@@ -18,14 +18,18 @@ use crate::registry::Registry;
 use toolsrv_protocol::{ProcState, ToolResult};
 use toolsrv_sandbox::policy::PolicyStore;
 
-/// The server's own files, which no sandbox rule may reach (CONTRACT §12):
-/// the policy file and its profiles directory (a tool that writes them widens
-/// its next sandbox), the tools directory as configured and as served (a tool
-/// that writes there changes what the next call runs), the socket (a tool
-/// that replaces it collects the next client's secret), `<socket>.secret`,
+/// The server's own files, which no sandbox rule may reach (CONTRACT §13).
+/// Hidden: the socket (a tool that connects to it approves its own bypass;
+/// one that replaces it collects the next client's secret), `<socket>.secret`,
 /// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md) and
-/// the `--secret-file`.
-fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+/// the `--secret-file`. Read-only: the policy file and its profiles directory
+/// (a tool that writes them widens its next sandbox), the tools directory as
+/// configured and as served (a tool that writes there changes what the next
+/// call runs), the built-in tools cache, and the server's own executable.
+fn server_files(
+    config: &ServeConfig,
+    tools_dir: &std::path::Path,
+) -> toolsrv_sandbox::view::ServerFiles {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
     let mut mcp_token = config.listen.clone().into_os_string();
@@ -35,18 +39,22 @@ fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::p
         .parent()
         .unwrap_or_else(|| std::path::Path::new(""))
         .join("sandbox");
-    vec![
+    let hidden = [config.listen.clone(), secret.into(), mcp_token.into()]
+        .into_iter()
+        .chain(config.secret_file.clone())
+        .collect();
+    // grants.yaml (CONTRACT §15) joins this list where the server keeps one.
+    let read_only = [
         config.sandbox.clone(),
         profiles,
         config.tools_dir.clone(),
         tools_dir.to_path_buf(),
-        config.listen.clone(),
-        secret.into(),
-        mcp_token.into(),
     ]
     .into_iter()
-    .chain(config.secret_file.clone())
-    .collect()
+    .chain(config.builtin_cache.clone())
+    .chain(std::env::current_exe().ok())
+    .collect();
+    toolsrv_sandbox::view::ServerFiles { hidden, read_only }
 }
 
 /// The daemon's state: configuration, authentication, and (as later layers land)
@@ -149,7 +157,11 @@ impl Server {
         )?;
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
-            executor.set_server_files(&server_files(&config, &tools_dir), &config.cwd);
+            executor.set_server_files(
+                &server_files(&config, &tools_dir),
+                &config.cwd,
+                &config.filesystem,
+            );
         }
         Ok(Arc::new(Server {
             auth,

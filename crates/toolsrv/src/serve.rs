@@ -59,6 +59,7 @@ fn scrub_environment() {
 pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     let force_containment = std::env::var(toolsrv_sandbox::contain::FORCE_ENV).ok();
     let force_userns = std::env::var(toolsrv_sandbox::identity::FORCE_ENV).ok();
+    let force_view = std::env::var(toolsrv_sandbox::view::FORCE_ENV).ok();
     let activated = take_socket_activation();
     scrub_environment();
     let mut config = match resolve(args, secret_file) {
@@ -91,6 +92,7 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     // dead servers), fork the watchdog that tears them down if the server dies,
     // and become the subreaper of everything our tools start.
     let containment = Arc::new(Containment::start(force_containment.as_deref()));
+    config.filesystem = filesystem_mechanism(force_view.as_deref(), &containment);
     config.facts = Some(server_facts(&config, &identity, &containment));
     let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
         Ok(w) => Some(Arc::new(w)),
@@ -339,6 +341,23 @@ async fn run(
     );
     log_containment(&containment);
     log_identity(&identity);
+    if !config.yolo {
+        match &config.filesystem {
+            toolsrv_sandbox::view::Mechanism::MountNamespace => {
+                tracing::info!(how = %config.filesystem.describe(), "filesystem protection")
+            }
+            toolsrv_sandbox::view::Mechanism::LandlockOnly(_) => {
+                tracing::warn!(how = %config.filesystem.describe(), "filesystem protection")
+            }
+        }
+        if !config.filesystem.is_view() && !policy.current().general.best_effort {
+            containment.shutdown(std::time::Duration::from_secs(1));
+            bail!(
+                "no filesystem view can be made on this host ({}) and the policy says best_effort: false",
+                config.filesystem.describe()
+            );
+        }
+    }
     if !containment.mechanism().contains() && !policy.current().general.best_effort {
         containment.shutdown(std::time::Duration::from_secs(1));
         bail!(
@@ -382,6 +401,26 @@ fn take_socket_activation() -> bool {
     pid_ok && fds >= 1
 }
 
+/// How the filesystem is protected here: the prepared view, unless
+/// `TOOLSRV_VIEW=off` forces the fallback, the host cannot make a mount
+/// namespace, or runs enter their own user namespace (an unprivileged
+/// server without one of its own), whose children cannot join a namespace
+/// the server owns.
+fn filesystem_mechanism(
+    force: Option<&str>,
+    containment: &Containment,
+) -> toolsrv_sandbox::view::Mechanism {
+    use toolsrv_sandbox::view::Mechanism as View;
+    let probed = View::probe(force);
+    if probed.is_view() && containment.mechanism() == (Mechanism::PidNamespace { user: true }) {
+        return View::LandlockOnly(
+            "each run gets its own user namespace, from which the server's mount namespaces cannot be entered"
+                .to_string(),
+        );
+    }
+    probed
+}
+
 /// Says at startup what contains a run here and how each limit is enforced;
 /// loudly when nothing does.
 fn log_containment(c: &Containment) {
@@ -409,7 +448,10 @@ fn server_facts(config: &ServeConfig, id: &Identity, containment: &Containment) 
         identity: id.mode(),
         ids: (id.uid(), id.gid()),
         identity_reason: id.reason().map(str::to_string),
-        filesystem_view: toolsrv_sandbox::identity::mount_namespace_available(),
+        filesystem_view: match &config.filesystem {
+            toolsrv_sandbox::view::Mechanism::MountNamespace => Ok(()),
+            toolsrv_sandbox::view::Mechanism::LandlockOnly(why) => Err(why.clone()),
+        },
         unconfined: config.yolo,
     }
 }

@@ -83,7 +83,8 @@ fn up_installs_a_call_runs_remotely_and_only_changed_files_are_resent_and_down_c
         "ssh://localhost",
         "call",
         "shell",
-        "command=echo \"in $PWD\"; cat /etc/shadow >/dev/null 2>&1 || echo sandboxed",
+        // (/etc/shadow is refused, or masked by the filesystem view: empty.)
+        "command=echo \"in $PWD\"; cat /etc/shadow 2>/dev/null | grep -q root: || echo sandboxed",
     ]);
     assert!(
         out.contains(&format!("in {}", s.path("proj").display())),

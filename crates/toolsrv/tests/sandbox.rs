@@ -16,6 +16,15 @@ use crate::util::{Launch, Raw, Server};
 
 /// What a blocked filesystem operation must print (EACCES).
 pub const EACCES: &str = "Permission denied";
+/// What the filesystem view makes a write outside every writable rule print
+/// (EROFS: the mount is read-only, before Landlock is asked).
+pub const EROFS: &str = "Read-only file system";
+
+/// Whether `text` shows a refusal by the sandbox: Landlock's EACCES, or the
+/// view's EROFS for a write outside the writable rules.
+pub fn refused(text: &str) -> bool {
+    text.contains(EACCES) || text.contains(EROFS)
+}
 /// What a blocked signal or scoped socket operation must print (EPERM).
 pub const EPERM: &str = "Operation not permitted";
 /// The secret's content; no output of a sandboxed tool may contain it.
@@ -109,10 +118,33 @@ pub struct Out {
 impl Out {
     /// Assert the run failed and the tool itself saw `errno_text` (not merely a failure).
     #[track_caller]
+    /// For `EACCES`, the view's `EROFS` counts too (a write outside every
+    /// writable rule meets the read-only mount before Landlock).
     pub fn denied(&self, errno_text: &str) {
+        let seen = if errno_text == EACCES {
+            refused(&self.text)
+        } else {
+            self.text.contains(errno_text)
+        };
         assert!(
-            self.is_error && self.text.contains(errno_text),
+            self.is_error && seen,
             "expected a failure with {errno_text:?}, got {self:?}"
+        );
+        assert!(
+            !self.text.contains(SECRET),
+            "the secret leaked into the output: {self:?}"
+        );
+    }
+
+    /// Assert the tool could not read what it asked for: refused (Landlock's
+    /// EACCES where there is no view), or shown empty (the view's mask: a
+    /// hidden path reads as an empty file).
+    #[track_caller]
+    pub fn hidden(&self) {
+        let masked = !self.is_error && self.text.trim().is_empty();
+        assert!(
+            masked || (self.is_error && refused(&self.text)),
+            "expected a refusal or an empty read, got {self:?}"
         );
         assert!(
             !self.text.contains(SECRET),

@@ -188,9 +188,9 @@ fn sandbox_a_rule_on_etc_does_not_hand_out_its_credential_files() {
     for mode in MODES {
         let mut f = fixture_for(mode);
         if shadow_readable_here() {
-            f.sh("cat /etc/shadow").denied(EACCES);
+            f.sh("cat /etc/shadow").hidden();
             if std::path::Path::new("/etc/gshadow").exists() {
-                f.sh("cat /etc/gshadow").denied(EACCES);
+                f.sh("cat /etc/gshadow").hidden();
             }
         }
         // The rest of /etc stays readable, and /etc listable.

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::sandbox::{outside_dir, Fixture, Mode, Policy, EACCES};
+use crate::sandbox::{outside_dir, Fixture, Mode, Policy, EACCES, EROFS};
 use crate::util::wait_until;
 
 fn with_policy(edit: impl FnOnce(&mut Policy), extra: &[&str]) -> Fixture {
@@ -44,10 +44,24 @@ fn sandbox_best_effort_on_a_too_old_landlock_runs_and_logs_what_is_missing() {
     // What ABI 2 still enforces: reads outside the rules.
     let secret = f.out("secret/secret.txt").display().to_string();
     f.sh(&format!("cat {secret}")).denied(EACCES);
-    // What it does not: truncate(2) of an ro file (honestly degraded, and logged above).
+    // What it does not: truncate(2) of an ro file. The filesystem view's
+    // read-only mount refuses it anyway; Landlock alone (the fallback,
+    // TOOLSRV_VIEW=off) is honestly degraded, and says so in the log above.
     let probe = f.install_netprobe();
     let ro = f.out("ro/readme.txt").display().to_string();
-    assert_eq!(f.sh(&format!("{probe} truncate {ro}")).ok(), "ok\n");
+    f.sh(&format!("{probe} truncate {ro}")).denied(EROFS);
+    let outside = outside_dir();
+    let policy = Policy::new(outside.path());
+    let mut fallback = Fixture::start(
+        outside,
+        Mode::File(policy),
+        &["--landlock-abi-limit", "2"],
+        &[("TOOLSRV_VIEW", "off")],
+        None,
+    );
+    let probe = fallback.install_netprobe();
+    let ro = fallback.out("ro/readme.txt").display().to_string();
+    assert_eq!(fallback.sh(&format!("{probe} truncate {ro}")).ok(), "ok\n");
 }
 
 /// Run `script` in the background and return its pid, after it ended.

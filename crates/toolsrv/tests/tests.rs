@@ -42,5 +42,6 @@ mod sandbox_net;
 mod sandbox_policy;
 mod sandbox_scope;
 mod sandbox_validate;
+mod sandbox_view;
 mod socket;
 mod tools;

@@ -51,6 +51,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             tools: Some(dir.path().to_path_buf()),
             containment: None,
             extra: Vec::new(),
+            view_off: false,
         },
     )?;
     for &flavour in &ctx.flavours {

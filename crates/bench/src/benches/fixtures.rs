@@ -34,6 +34,7 @@ impl Servers {
             tools: Some(tools.path().to_path_buf()),
             containment,
             extra: Vec::new(),
+            view_off: false,
         };
         let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
         let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;

@@ -6,6 +6,8 @@
 //!    is installed with apt-get when missing; when it cannot run, the report
 //!    says why). Goals: sandboxed at most 1.15x `--yolo`; bwrap at least 3x
 //!    the sandboxed call.
+//!    And the same call on a server without the filesystem view
+//!    (`TOOLSRV_VIEW=off`): the view's cost. Goal: at most 1.05x.
 //! 2. The sandboxed spawn rate (calls/s of `true_exec`, 2 concurrent agents)
 //!    of a server holding at least 256 MiB of retained output (40 finished,
 //!    undismissed background tools that each printed 8 MiB; its VmRSS is
@@ -32,6 +34,8 @@ pub const DEFAULT_ITERS: usize = 1_000;
 pub const GOAL_YOLO: Target = Target::AtMost(1.15);
 /// bwrap vs sandboxed: bwrap at least this many times slower.
 pub const GOAL_BWRAP: Target = Target::AtLeast(3.0);
+/// Sandboxed with the filesystem view vs without it (`TOOLSRV_VIEW=off`).
+pub const GOAL_VIEW: Target = Target::AtMost(1.05);
 /// Spawn rate under retained output vs idle.
 pub const GOAL_LOADED: Target = Target::AtLeast(0.8);
 /// Background tools that retain output.
@@ -50,6 +54,22 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
     let bwrap = find_bwrap();
     let servers = Servers::start(ctx)?;
+    let tools = tempfile::Builder::new()
+        .prefix("toolsrv-bench-tools")
+        .tempdir()
+        .context("cannot create the tools directory")?;
+    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let no_view = ServerProcess::start_with(
+        &ctx.bin,
+        &ServerOpts {
+            auth: true,
+            yolo: false,
+            tools: Some(tools.path().to_path_buf()),
+            containment: None,
+            extra: Vec::new(),
+            view_off: true,
+        },
+    )?;
     let flavour = ctx.flavours[0];
     let rt = runtime(flavour).context("cannot start the tokio runtime")?;
     println!(
@@ -58,8 +78,9 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         servers.yolo.pid(),
         flavour.name()
     );
-    rt.block_on(latency(&servers, bwrap.as_ref(), iters))?;
+    rt.block_on(latency(&servers, &no_view, bwrap.as_ref(), iters))?;
     drop(servers);
+    drop(no_view);
     let calls = ctx.iters.unwrap_or(512);
     rt.block_on(loaded_rate(ctx, calls))
 }
@@ -125,10 +146,16 @@ fn find_bwrap() -> Option<String> {
     }
 }
 
-async fn latency(s: &Servers, bwrap: Option<&String>, iters: usize) -> Result<()> {
+async fn latency(
+    s: &Servers,
+    no_view: &ServerProcess,
+    bwrap: Option<&String>,
+    iters: usize,
+) -> Result<()> {
     const AGENT: &str = "bench-sandbox";
     let yolo = connect(&s.yolo, true, AGENT, TOOLS).await?;
     let sand = connect(&s.sandboxed, true, AGENT, TOOLS).await?;
+    let carved = connect(no_view, true, AGENT, TOOLS).await?;
     let req = CallRequest::new(TRUE_EXEC, AGENT);
     let true_argv: &[&str] = &["/bin/true"];
     let bw_argv = bwrap.map(|b| bwrap_argv(b, true_argv));
@@ -136,6 +163,10 @@ async fn latency(s: &Servers, bwrap: Option<&String>, iters: usize) -> Result<()
         ("bare Command /bin/true", Op::Command(true_argv)),
         ("call true_exec (--yolo)", Op::Call(&yolo, &req)),
         ("call true_exec (sandboxed)", Op::Call(&sand, &req)),
+        (
+            "call true_exec (sandboxed, TOOLSRV_VIEW=off)",
+            Op::Call(&carved, &req),
+        ),
     ];
     if let Some(a) = &bw_argv {
         ops.push(("bwrap /bin/true", Op::Command(a)));
@@ -144,7 +175,12 @@ async fn latency(s: &Servers, bwrap: Option<&String>, iters: usize) -> Result<()
     println!("{}", baseline_line(&figs[0]));
     println!("{}", time_line(&figs[1], &figs[0], None));
     println!("{}", time_line(&figs[2], &figs[1], Some(GOAL_YOLO)));
-    if let Some(bw) = figs.get(3) {
+    println!("{}", time_line(&figs[3], &figs[1], None));
+    println!(
+        "{}   [ratio = with the filesystem view / without it]",
+        time_line(&figs[2], &figs[3], Some(GOAL_VIEW))
+    );
+    if let Some(bw) = figs.get(4) {
         println!("{}", time_line(bw, &figs[0], None));
         println!(
             "{}   [ratio = bwrap / sandboxed call: how many times faster the call is]",
@@ -171,6 +207,7 @@ async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
         tools: Some(tools.path().to_path_buf()),
         containment: None,
         extra: vec!["--max-finished-output", "1GiB"],
+        view_off: false,
     };
     let idle = ServerProcess::start_with(&ctx.bin, &opts)?;
     let loaded = ServerProcess::start_with(&ctx.bin, &opts)?;

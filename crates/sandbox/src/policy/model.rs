@@ -91,6 +91,13 @@ pub struct Filesystem {
     /// `rw` + execute.
     #[serde(deserialize_with = "paths")]
     pub rwx: Vec<String>,
+    /// Paths or globs (`*` within a name, `**` across directories) hidden
+    /// from every rule, added to the built-in list (CONTRACT §13).
+    #[serde(deserialize_with = "paths")]
+    pub deny_read: Vec<String>,
+    /// Paths or globs read-only under every rule, added to the built-in list.
+    #[serde(deserialize_with = "paths")]
+    pub deny_write: Vec<String>,
 }
 
 /// `network:` section.

@@ -15,7 +15,7 @@ static PATH_PREFIX: LazyLock<Option<regex::Regex>> =
 impl Policy {
     /// Parses the text of a policy file. `origin` is only used in error messages,
     /// which read `<origin>:<line>: <reason>`, for example
-    /// `/x/sandbox.yaml:4: unknown field "rwxx", expected one of "ro", "rox", "rw", "rwx" (in filesystem)`.
+    /// `/x/sandbox.yaml:4: unknown field "rwxx", expected one of "ro", "rox", "rw", "rwx", "deny_read", "deny_write" (in filesystem)`.
     ///
     /// An empty document (or only comments) is the all-defaults policy.
     pub fn parse(text: &str, origin: &Path) -> Result<Policy, PolicyError> {

@@ -39,6 +39,59 @@ impl Policy {
         exec_paths: &[PathBuf],
         server_files: &[PathBuf],
     ) -> ResolvedRules {
+        let mut carve = server_files.to_vec();
+        carve.extend(self.denied_paths(ctx));
+        self.resolve_with(ctx, exec_paths, Some(&carve))
+    }
+
+    /// [`Policy::resolve`] without any carving: each rule whole, for a run
+    /// inside the filesystem view (`crate::view`), whose mounts protect what
+    /// the carving would.
+    pub fn resolve_whole(&self, ctx: &PathContext, exec_paths: &[PathBuf]) -> ResolvedRules {
+        self.resolve_with(ctx, exec_paths, None)
+    }
+
+    /// `filesystem.deny_read` and `deny_write`, expanded (absolute; globs
+    /// kept as written).
+    pub fn deny_lists(&self, ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let expand = |list: &[String]| -> Vec<PathBuf> {
+            list.iter()
+                .filter_map(|raw| match ctx.expand(raw) {
+                    Ok(p) => Some(p),
+                    Err(why) => {
+                        tracing::debug!(path = %raw, reason = %why, "sandbox deny path skipped");
+                        None
+                    }
+                })
+                .collect()
+        };
+        (
+            expand(&self.filesystem.deny_read),
+            expand(&self.filesystem.deny_write),
+        )
+    }
+
+    /// Every existing path `deny_read` and `deny_write` name (globs
+    /// expanded): the Landlock-only fallback carves them all out.
+    fn denied_paths(&self, ctx: &PathContext) -> Vec<PathBuf> {
+        let (read, write) = self.deny_lists(ctx);
+        let mut out = Vec::new();
+        let mut truncated = false;
+        for p in read.into_iter().chain(write) {
+            match crate::view::glob::Glob::parse(&p) {
+                Some(g) => out.extend(g.expand(&mut truncated)),
+                None => out.push(p),
+            }
+        }
+        out
+    }
+
+    fn resolve_with(
+        &self,
+        ctx: &PathContext,
+        exec_paths: &[PathBuf],
+        carve_files: Option<&[PathBuf]>,
+    ) -> ResolvedRules {
         let fs = &self.filesystem;
         let mut ids = BTreeMap::new();
         let mut rox = resolve_list(&fs.rox, ctx, &mut ids);
@@ -53,7 +106,7 @@ impl Policy {
                 }
             }
         }
-        let protected = carved_paths(ctx, server_files);
+        let protected = carve_files.map_or_else(Vec::new, |files| carved_paths(ctx, files));
         let mut list = Vec::new();
         let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
         let ro = carved(resolve_list(&fs.ro, ctx, &mut ids));

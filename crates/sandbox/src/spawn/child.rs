@@ -46,6 +46,8 @@ pub(crate) enum Stage {
     Limits = 13,
     /// Writing its own `setgroups`, `uid_map` and `gid_map`.
     Identity = 14,
+    /// `setns` into the filesystem view.
+    View = 15,
 }
 
 impl Stage {
@@ -66,6 +68,7 @@ impl Stage {
             12 => Stage::Contain,
             13 => Stage::Limits,
             14 => Stage::Identity,
+            15 => Stage::View,
             _ => return None,
         })
     }
@@ -81,6 +84,8 @@ pub(crate) struct ChildArgs {
     pub(crate) cwd: *const c_char,
     /// A descriptor of the working directory (`fchdir`), or -1 (`chdir(cwd)`).
     pub(crate) cwd_fd: c_int,
+    /// A mount namespace to enter before `fchdir`, or -1.
+    pub(crate) mount_ns: c_int,
     pub(crate) stdin: c_int,
     pub(crate) output: c_int,
     /// Landlock ruleset descriptor, or -1.
@@ -144,6 +149,12 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
         super::idmap::map_own_ids(ids).at(Stage::Identity)?;
     }
     join_run(args)?;
+    if args.mount_ns >= 0 {
+        // The view: root and working directory are reset to its root, so
+        // the working directory is entered after (from a descriptor opened
+        // inside the view), and Landlock applies in it.
+        sys::setns(args.mount_ns, libc::CLONE_NEWNS).at(Stage::View)?;
+    }
     sys::setpgid(0, 0).at(Stage::ProcessGroup)?;
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;
     // The parent may have died before PDEATHSIG was armed: then nobody waits for us.

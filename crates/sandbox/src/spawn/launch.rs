@@ -76,6 +76,9 @@ impl Launch {
                 cwd_fd: spec
                     .cwd_fd
                     .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
+                mount_ns: spec
+                    .mount_ns
+                    .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
             },
             stdin,
             output,

@@ -110,6 +110,16 @@ pub(crate) fn close_range_on_exec(first: u32) -> Result<(), Errno> {
     .map(drop)
 }
 
+/// `setns(fd, nstype)`: enters the namespace `fd`.
+#[inline(always)]
+pub(crate) fn setns(fd: c_int, nstype: c_int) -> Result<(), Errno> {
+    integers(
+        libc::SYS_setns,
+        [c_long::from(fd), c_long::from(nstype), 0, 0, 0, 0],
+    )
+    .map(drop)
+}
+
 /// `fchdir(fd)`.
 #[inline(always)]
 pub(crate) fn fchdir(fd: c_int) -> Result<(), Errno> {

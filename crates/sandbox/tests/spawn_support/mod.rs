@@ -57,6 +57,7 @@ pub fn start_with(
         envp: &envp,
         cwd: &cwd_c,
         cwd_fd: None,
+        mount_ns: None,
         output: w.as_fd(),
         confinement,
         join: Default::default(),

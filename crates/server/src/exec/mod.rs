@@ -15,6 +15,7 @@ mod prepare;
 pub(crate) mod result;
 mod run;
 mod spawner;
+mod views;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -45,9 +46,14 @@ pub(crate) struct Executor {
     pub(crate) own_env: HashMap<String, String>,
     /// Pretend the kernel supports at most this Landlock ABI (test hook).
     pub(crate) abi_limit: Option<i32>,
-    /// The server's own files, carved out of every sandbox rule (see
-    /// [`Executor::set_server_files`]).
+    /// The server's own files, carved out of every sandbox rule where there
+    /// is no filesystem view (see [`Executor::set_server_files`]).
     carve: Vec<std::path::PathBuf>,
+    /// Where there is no view: every carved path (a request's `cwd` there is
+    /// refused).
+    carved: Vec<std::path::PathBuf>,
+    /// The filesystem views, where the host can make them.
+    views: Option<Arc<views::Views>>,
     spawner: Spawner,
     /// Tool pids the executor reaps itself (the orphan reaper leaves them alone).
     pub(crate) tracked: Arc<Tracked>,
@@ -98,6 +104,8 @@ impl Executor {
             own_env: std::env::vars().collect(),
             abi_limit,
             carve: Vec::new(),
+            carved: Vec::new(),
+            views: None,
             validators: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
             rules: cache::TtlCache::default(),
@@ -113,9 +121,28 @@ impl Executor {
     /// `cwd` is the server's `--cwd`: a carved path inside it is worth a
     /// warning, since tools then cannot create files in the directories that
     /// lead to it.
-    pub(crate) fn set_server_files(&mut self, files: &[std::path::PathBuf], cwd: &std::path::Path) {
+    pub(crate) fn set_server_files(
+        &mut self,
+        files: &toolsrv_sandbox::view::ServerFiles,
+        cwd: &std::path::Path,
+        mechanism: &toolsrv_sandbox::view::Mechanism,
+    ) {
+        if mechanism.is_view() {
+            let absolute = |v: &[std::path::PathBuf]| {
+                v.iter()
+                    .filter_map(|p| std::path::absolute(p).ok())
+                    .collect::<Vec<_>>()
+            };
+            let files = toolsrv_sandbox::view::ServerFiles {
+                hidden: absolute(&files.hidden),
+                read_only: absolute(&files.read_only),
+            };
+            let workspace = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+            self.views = Some(views::Views::start(&workspace, files, self.own_env.clone()));
+            return;
+        }
         let mut carve: Vec<std::path::PathBuf> = Vec::new();
-        for f in files {
+        for f in files.hidden.iter().chain(&files.read_only) {
             match std::path::absolute(f) {
                 Ok(p) if !carve.contains(&p) => carve.push(p),
                 Ok(_) => {}
@@ -132,6 +159,7 @@ impl Executor {
             env: self.own_env.clone(),
         };
         let all = toolsrv_sandbox::policy::carved_paths(&ctx, &self.carve);
+        self.carved = all.clone();
         let list = |v: &[std::path::PathBuf]| {
             v.iter()
                 .map(|p| p.display().to_string())

@@ -83,6 +83,19 @@ pub(crate) enum Refused {
     /// The sandbox cannot be prepared.
     #[error("sandbox: {0}")]
     Sandbox(#[source] ConfineError),
+    /// The filesystem view cannot be built.
+    #[error("sandbox: {0}")]
+    View(#[source] toolsrv_sandbox::view::ViewError),
+    /// The request's working directory is a protected path or inside one.
+    #[error("working directory {cwd:?} is protected ({path} is {what}): choose another cwd")]
+    ProtectedCwd {
+        /// The working directory.
+        cwd: String,
+        /// The protected path it is or lies in.
+        path: String,
+        /// `hidden` or `read-only`.
+        what: &'static str,
+    },
     /// The process table has no room for it.
     #[error(transparent)]
     Create(#[from] crate::procs::CreateError),
@@ -115,6 +128,9 @@ pub(crate) struct Prepared {
     pub(crate) timeout: Duration,
     /// The confinement (`None` under `--yolo`).
     pub(crate) confinement: Option<Arc<Confinement>>,
+    /// The filesystem view the child enters (`None`: unconfined, or no view
+    /// on this host); [`Prepared::workdir`] was opened inside it.
+    pub(crate) view: Option<Arc<toolsrv_sandbox::view::View>>,
     /// The run's limits: the policy's, tightened by the tool's.
     pub(crate) limits: toolsrv_protocol::Limits,
 }
@@ -234,15 +250,23 @@ impl Executor {
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
         let sandboxed = !served.yolo && !payload.bypass;
-        // `{CWD}` in the policy is the request's directory: a sandboxed request
-        // must not widen its own sandbox by naming `/` or another tree, so it
-        // lies beneath `--cwd` (`{WORKSPACE}`).
-        let workdir = open_cwd(&self.base_cwd, payload.cwd.as_deref(), sandboxed)?;
-        let cwd = workdir.path().to_path_buf();
         let policy = match payload.sandbox.as_deref() {
             None | Some("default") => self.policy.current(),
             Some(name) => self.policy.profile(name)?,
         };
+        let view = match (&self.views, sandboxed) {
+            (Some(views), true) => Some(views.get(&policy).map_err(Refused::View)?),
+            _ => None,
+        };
+        // `{CWD}` in the policy is the request's directory: a sandboxed request
+        // must not widen its own sandbox by naming `/` or another tree. In a
+        // view it is opened inside the view, where the child will be.
+        let base = view.as_ref().map_or(&self.base_cwd, |(v, _)| v.workspace());
+        let workdir = open_cwd(base, payload.cwd.as_deref(), sandboxed)?;
+        let cwd = workdir.path().to_path_buf();
+        if sandboxed {
+            self.check_cwd(&cwd, view.as_ref().map(|(v, _)| &**v))?;
+        }
         // The request's `env.NAME` values reach the tool like string arguments
         // (a script may `eval "$FOO"`), so they are checked like them (CONTRACT §6).
         let strings: Vec<&str> = args
@@ -259,7 +283,7 @@ impl Executor {
         let ctx = || PathContext {
             cwd: cwd.clone(),
             workdir: Some(workdir.clone()),
-            workspace: Some(self.base_cwd.clone()),
+            workspace: Some(base.clone()),
             env: self.own_env.clone(),
         };
         let tmpdir = self.tmpdir.get_or((), || ctx().private_tmpdir());
@@ -271,7 +295,11 @@ impl Executor {
             // directory is keyed by what was opened, never by its path.
             let key = (Same(policy.clone()), workdir.id(), exec.clone());
             let rules = self.rules.get_or(key, || {
-                Arc::new(policy.resolve_carving(&ctx(), &exec, &self.carve))
+                Arc::new(if view.is_some() {
+                    policy.resolve_whole(&ctx(), &exec)
+                } else {
+                    policy.resolve_carving(&ctx(), &exec, &self.carve)
+                })
             });
             Some(self.confinement(&rules)?)
         };
@@ -299,8 +327,41 @@ impl Executor {
             workdir,
             timeout,
             confinement,
+            view: view.map(|(v, _)| v),
             tool,
             payload,
         })
+    }
+
+    /// Refuses a working directory that is a protected path or lies in one
+    /// (CONTRACT §13): the view's protected set, else the carved paths.
+    fn check_cwd(
+        &self,
+        cwd: &Path,
+        view: Option<&toolsrv_sandbox::view::View>,
+    ) -> Result<(), Refused> {
+        use toolsrv_sandbox::view::Kind;
+        let found = match view {
+            Some(v) => v.protected().covering(cwd).map(|e| {
+                let what = match e.kind {
+                    Kind::Hidden => "hidden",
+                    Kind::ReadOnly => "read-only",
+                };
+                (e.path.clone(), what)
+            }),
+            None => self
+                .carved
+                .iter()
+                .find(|p| cwd.starts_with(p))
+                .map(|p| (p.clone(), "hidden")),
+        };
+        match found {
+            Some((path, what)) => Err(Refused::ProtectedCwd {
+                cwd: cwd.display().to_string(),
+                path: path.display().to_string(),
+                what,
+            }),
+            None => Ok(()),
+        }
     }
 }

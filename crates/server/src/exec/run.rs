@@ -163,6 +163,7 @@ impl Executor {
             output: wr,
             confinement: prep.confinement.clone(),
             join,
+            view: prep.view.clone(),
         };
         let mut child = self.spawner.spawn(job)?;
         run.started(child.pid());

@@ -45,6 +45,8 @@ pub(crate) struct Job {
     pub(crate) confinement: Option<Arc<Confinement>>,
     /// How the child joins its run's group and takes its limits.
     pub(crate) join: toolsrv_sandbox::spawn::Join,
+    /// The filesystem view the child enters before its working directory.
+    pub(crate) view: Option<Arc<toolsrv_sandbox::view::View>>,
 }
 
 /// Starts tools and keeps the books on them.
@@ -92,6 +94,7 @@ impl Spawner {
             envp: &job.envp,
             cwd: &job.cwd,
             cwd_fd: Some(job.workdir.fd()),
+            mount_ns: job.view.as_deref().map(toolsrv_sandbox::view::View::ns),
             output: std::os::fd::AsFd::as_fd(&job.output),
             confinement: job.confinement.as_deref(),
             join: job.join,

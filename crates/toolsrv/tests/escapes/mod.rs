@@ -35,6 +35,19 @@ use crate::util::{cli, example, toolsrv_bin, wait_until, Launch, Raw, Server, WA
 /// What Landlock makes a refused file operation print (EACCES).
 const EACCES: &str = "Permission denied";
 
+/// Whether `text` shows a refusal by the sandbox: Landlock's EACCES, the
+/// filesystem view's EROFS (a read-only mount) or EBUSY (a protected path
+/// or a pinned directory is a mount point: it cannot be removed or renamed).
+fn refused(text: &str) -> bool {
+    [
+        "Permission denied",
+        "Read-only file system",
+        "Device or resource busy",
+    ]
+    .iter()
+    .any(|e| text.contains(e))
+}
+
 /// The refusal of a reserved `env.NAME` (CONTRACT §6).
 fn reserved(name: &str) -> String {
     format!("environment variable \"{name}\" cannot be set by a request")
@@ -315,23 +328,19 @@ impl OwnFiles {
 /// adds a profile or a tool, rewrites the `shell` tool, replaces the socket,
 /// or reads `<socket>.secret` and approves its own bypass requests.
 ///
-/// Expected: every read, write, creation, removal and rename fails with
-/// EACCES (`Permission denied`); afterwards each file's content is unchanged,
-/// the socket is still there, the planted profile does not exist
-/// (`unknown sandbox profile "evil"`), and tools still work in the rest of
-/// the cwd. The server logs what it carved and warns that it lies in --cwd.
+/// Expected (CONTRACT §13): the policy, profiles and tools stay readable and
+/// are read-only; the secret reads as empty; every write, creation, removal
+/// and rename fails (EROFS or EBUSY in the view, EACCES where Landlock
+/// carves); afterwards each file's content is unchanged, the socket is still
+/// there, the planted profile does not exist (`unknown sandbox profile
+/// "evil"`), and tools still work in the rest of the cwd, the cwd's own
+/// directory included.
 #[test]
 fn a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd() {
     let mut f = OwnFiles::start();
     let before = f.snapshot();
-    // (The `shell` tool's own script stays readable: `add_exec` names it so
-    // that it can run. Its siblings do not.)
-    let reads = [
-        "cat cfg/sandbox.yaml",
-        "cat cfg/sandbox/strict.yaml",
-        "cat cfg/tools/file_read",
-        "cat toolsrv.sock.secret",
-    ];
+    let r = f.sh("cat toolsrv.sock.secret");
+    assert!(!error_or_ok(&r).contains(SECRET), "{r}");
     let writes = [
         "printf 'filesystem:\\n  rwx: [\"/\"]\\n' > cfg/sandbox.yaml",
         "printf 'filesystem:\\n  rwx: [\"/\"]\\n' > cfg/sandbox/evil.yaml",
@@ -341,11 +350,12 @@ fn a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd() {
         "rm toolsrv.sock",
         "rm cfg/sandbox.yaml",
         "mv cfg/tools cfg/tools.old",
+        "mv cfg cfg.old",
     ];
-    for cmd in reads.iter().chain(writes.iter()) {
+    for cmd in writes {
         let r = f.sh(cmd);
         let text = error_text(&r);
-        assert!(text.contains(EACCES), "{cmd}: {text}");
+        assert!(refused(&text), "{cmd}: {text}");
         assert!(!text.contains(SECRET), "{cmd}: {text}");
     }
     assert_eq!(f.snapshot(), before, "a protected file changed");
@@ -365,14 +375,23 @@ fn a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd() {
         ],
     );
     assert_eq!(error_text(&r), "unknown sandbox profile \"evil\"");
-    // The rest of the cwd is still the tools' to use.
+    // The rest of the cwd is still the tools' to use, its root included.
+    let script =
+        "echo ok > work/ok.txt && cat work/ok.txt && echo top > top.txt && rm top.txt && ls";
     assert_eq!(
-        ok_text(&f.sh("echo ok > work/ok.txt && cat work/ok.txt && ls")),
+        ok_text(&f.sh(script)),
         "ok\ncfg\nserver.log\ntoolsrv.sock\ntoolsrv.sock.secret\nwork\n"
     );
     let log = f.srv.log_text();
-    assert!(log.contains("carved out of every rule"), "{log}");
-    assert!(log.contains("carved paths lie inside --cwd"), "{log}");
+    assert!(log.contains("filesystem view built"), "{log}");
+}
+
+/// The text of a result, error or not.
+fn error_or_ok(r: &Value) -> String {
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Attack (issue 14, hole 3): the policy file does not exist yet (the
@@ -380,9 +399,10 @@ fn a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd() {
 /// default path lies under `{CWD}`: a tool creates it with `rwx: ["/"]`, and
 /// the server loads it on the next call.
 ///
-/// Expected: creating the directory and the file fails with EACCES
-/// (`Permission denied`), nothing is created, and the next call is confined
-/// as before (a file outside every rule stays unreadable).
+/// Expected: creating the file fails (EROFS in the filesystem view, whose
+/// empty owner-only placeholder `ollie/` is bound read-only; EACCES where
+/// Landlock carves), no policy file is created, and the next call is
+/// confined as before (a file outside every rule stays unreadable).
 #[test]
 fn a_tool_cannot_create_the_policy_file_the_server_would_load() {
     let cwd = tempfile::tempdir().expect("cwd");
@@ -402,8 +422,18 @@ fn a_tool_cannot_create_the_policy_file_the_server_would_load() {
         |c: &mut Raw, cmd: &str| call(c, &[("tool", "shell"), ("agent", "a1"), ("command", cmd)]);
     let plant = "mkdir -p ollie && printf 'filesystem:\\n  rwx: [\"/\"]\\n' > ollie/sandbox.yaml";
     let text = error_text(&sh(&mut c, plant));
-    assert!(text.contains(EACCES), "{text}");
-    assert!(!cfg.exists(), "the tool created {}", cfg.display());
+    assert!(refused(&text), "{text}");
+    let planted = cfg.join("sandbox.yaml");
+    assert!(!planted.exists(), "the tool created {}", planted.display());
+    if cfg.exists() {
+        // The view's placeholder: empty, owner-only.
+        assert_eq!(std::fs::read_dir(&cfg).expect("placeholder").count(), 0);
+        let mode = std::fs::metadata(&cfg)
+            .expect("placeholder")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
     let text = error_text(&sh(&mut c, &format!("cat {}", q(&secret))));
     assert!(text.contains(EACCES), "{text}");
 }
@@ -467,8 +497,12 @@ fn a_credential_store_under_a_readable_rule_is_unreadable() {
         "just notes"
     );
     for rel in stores {
-        let text = error_text(&sh(format!("cat {}", q(&h.join(rel)))));
-        assert!(text.contains(EACCES), "{rel}: {text}");
+        // Refused (Landlock), or masked by the view: an empty file, or
+        // nothing at all inside an empty directory.
+        let r = sh(format!("cat {}", q(&h.join(rel))));
+        let text = error_or_ok(&r);
+        let masked = text.is_empty() || text.contains("No such file or directory");
+        assert!(masked || text.contains(EACCES), "{rel}: {text}");
         assert!(!text.contains("credential-"), "{rel}: {text}");
     }
 }

@@ -202,12 +202,22 @@ async def bypass(session, s):
     check("rejected by an observer" in text_of(r), f"who rejected: {text_of(r)}")
 
 
+def refused(text):
+    # Landlock's EACCES, or the filesystem view's EROFS (a write outside the
+    # writable rules meets a read-only mount first).
+    return "Permission denied" in text or "Read-only file system" in text
+
+
 async def escape(session, s):
+    # /etc/shadow is refused (Landlock) or masked (the view: an empty file).
     r = await session.call_tool("shell", {"command": "cat /etc/shadow"})
-    check(r.is_error and "Permission denied" in text_of(r), f"/etc/shadow: {r}")
+    shown = text_of(r)
+    masked = not r.is_error and shown.strip() == ""
+    check(masked or (r.is_error and refused(shown)), f"/etc/shadow: {r}")
+    check("root:" not in shown, f"/etc/shadow shown: {r}")
     target = os.path.join(A.outside, "written-through-mcp")
     r = await session.call_tool("shell", {"command": f"echo pwned > {target}"})
-    check(r.is_error and "Permission denied" in text_of(r), f"write outside: {r}")
+    check(r.is_error and refused(text_of(r)), f"write outside: {r}")
     check(not os.path.exists(target), "a file was written outside the cwd")
     r = await session.call_tool("file_write", {"path": target, "content": "pwned"})
     check(r.is_error and not os.path.exists(target), f"file_write outside: {r}")

@@ -1,0 +1,176 @@
+//! The prepared filesystem view (CONTRACT §13): a mount namespace, built
+//! once per (policy, workspace, protected set), that every sandboxed child
+//! enters with `setns` before Landlock.
+//!
+//! In it everything outside the writable rules is read-only (no mode, owner,
+//! time or attribute changes there, whatever Landlock allows), hidden paths
+//! are masked (an empty read-only tmpfs over a directory, an empty read-only
+//! file over a file or socket), read-only paths are bound read-only over
+//! themselves, and the directories between a writable rule and a protected
+//! path are pinned (bound onto themselves) so that none can be renamed away.
+//! Landlock then grants each rule whole: no carving.
+//!
+//! - [`protected`]: the protected set and where it comes from;
+//! - [`glob`]: `deny_read` / `deny_write` globs;
+//! - [`plan`]: from the set and the rules to the mounts;
+//! - `build`: the mounts, on a dedicated thread; `sys`: their system calls.
+//!
+//! Where no mount namespace can be had, [`Mechanism::LandlockOnly`] says why,
+//! and the server falls back to carving (`policy::carved_paths`).
+
+mod build;
+pub mod glob;
+pub mod plan;
+pub mod protected;
+pub mod rootonly;
+mod sys;
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use plan::{Plan, RulePaths};
+pub use protected::{Entry, Kind, ProtectedSet, ServerFiles, Sources};
+
+use crate::workdir::WorkDir;
+
+/// The server environment variable that forces the Landlock-only fallback
+/// (`TOOLSRV_VIEW=off`), read before the environment is scrubbed.
+pub const FORCE_ENV: &str = "TOOLSRV_VIEW";
+
+/// How the filesystem is protected on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mechanism {
+    /// A prepared mount namespace per policy, entered with `setns`.
+    MountNamespace,
+    /// Landlock alone (carving), and why.
+    LandlockOnly(String),
+}
+
+impl Mechanism {
+    /// Whether the view is in use.
+    pub fn is_view(&self) -> bool {
+        matches!(self, Mechanism::MountNamespace)
+    }
+
+    /// One line for the startup log and `toolsrv doctor`.
+    pub fn describe(&self) -> String {
+        match self {
+            Mechanism::MountNamespace => "mount namespace: a prepared read-only view with protected paths masked, entered with setns; Landlock grants each rule whole".to_string(),
+            Mechanism::LandlockOnly(why) => format!(
+                "Landlock only ({why}): protected paths are carved out of the rules, and the directories that hold them lose the right to create entries; metadata (mode, owner, times, xattrs) outside the writable rules is not protected"
+            ),
+        }
+    }
+
+    /// What this host offers: the view, unless `force` is `off` or a
+    /// mount namespace cannot be made here (tried once, on a thread).
+    pub fn probe(force: Option<&str>) -> Mechanism {
+        if let Some(f) = force {
+            if matches!(f, "off" | "0" | "false" | "none") {
+                return Mechanism::LandlockOnly(format!("{FORCE_ENV}={f}"));
+            }
+        }
+        let tried = std::thread::Builder::new()
+            .name("toolsrv-view-probe".into())
+            .spawn(|| {
+                sys::unshare_mounts()?;
+                sys::make_slave()?;
+                let fs = sys::detached_tmpfs()?;
+                sys::seal(fs.as_fd())
+            })
+            .map_err(|e| e.to_string())
+            .and_then(|h| {
+                h.join()
+                    .map_err(|_| "the probe panicked".to_string())?
+                    .map_err(|e| e.to_string())
+            });
+        match tried {
+            Ok(()) => Mechanism::MountNamespace,
+            Err(e) => Mechanism::LandlockOnly(format!("no mount namespace can be made: {e}")),
+        }
+    }
+}
+
+/// Why a view could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// A step failed.
+    #[error("cannot build the filesystem view ({step} {}): {source}", path.display())]
+    Step {
+        /// The step.
+        step: &'static str,
+        /// The path it worked on.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// A built view: its namespace (alive as long as this value), the workspace
+/// opened inside it, and what it protects.
+#[derive(Debug)]
+pub struct View {
+    ns: OwnedFd,
+    workspace: Arc<WorkDir>,
+    set: ProtectedSet,
+    plan: Plan,
+    placeholders: Vec<PathBuf>,
+}
+
+impl View {
+    /// Builds the view protecting what `sources` name for a policy whose
+    /// rule paths (with `{CWD}` as the workspace) are `rules`.
+    /// `extra` entries (root-only files, `rootonly`) are protected too but
+    /// not part of [`View::protected`], which the rescan compares.
+    pub fn build(sources: &Sources, rules: &RulePaths, extra: &[Entry]) -> Result<View, ViewError> {
+        let workspace = &sources.workspace;
+        let mut set = ProtectedSet::gather(sources);
+        let mut planned = set.clone();
+        planned.entries.extend(extra.iter().cloned());
+        planned.entries.sort();
+        planned
+            .entries
+            .dedup_by(|later, earlier| later.path == earlier.path);
+        let plan = Plan::new(&planned, rules, workspace);
+        let placeholders = build::place(&plan);
+        if !placeholders.is_empty() {
+            // What the view now protects, as the rescan will find it.
+            set = ProtectedSet::gather(sources);
+        }
+        let built = build::build(&plan)?;
+        Ok(View {
+            ns: built.ns,
+            workspace: Arc::new(built.workspace),
+            set,
+            plan,
+            placeholders,
+        })
+    }
+
+    /// The view's mount namespace (for `setns` in the child).
+    pub fn ns(&self) -> BorrowedFd<'_> {
+        self.ns.as_fd()
+    }
+
+    /// The workspace, opened inside the view: a request's working directory
+    /// is opened beneath it, so the child's `fchdir` lands in the view.
+    pub fn workspace(&self) -> &Arc<WorkDir> {
+        &self.workspace
+    }
+
+    /// What the view protects.
+    pub fn protected(&self) -> &ProtectedSet {
+        &self.set
+    }
+
+    /// The mounts it was built with.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The placeholders created for it on the host.
+    pub fn placeholders(&self) -> &[PathBuf] {
+        &self.placeholders
+    }
+}

@@ -1,0 +1,472 @@
+//! The protected set of CONTRACT §13: which paths a view hides and which it
+//! binds read-only, gathered from the fixed lists, the server's own files,
+//! the Git repositories of the workspace, `$HOME` and the policy's
+//! `deny_read` / `deny_write`. Gathered when a view is built and by the
+//! background rescan (about once a second), never per call.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use super::glob::Glob;
+use crate::open::{identify, open_no_symlinks, FileId};
+use crate::policy::{PathContext, CREDENTIAL_STORES};
+
+/// What a view does to a protected path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// Masked: an empty read-only directory or file shows in its place.
+    Hidden,
+    /// Bound read-only over itself.
+    ReadOnly,
+}
+
+/// What a protected path is (or would be, when it does not exist yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Shape {
+    /// A directory (`~/.ssh`, `.git/hooks`).
+    Dir,
+    /// A file whose empty form reads like its absence (`~/.netrc`,
+    /// `~/.bashrc`): a missing one may get an empty placeholder.
+    NeutralFile,
+    /// A file whose empty form would change how programs behave
+    /// (`~/.docker/config.json`, `.mcp.json`, `~/.profile`): never created.
+    File,
+}
+
+/// One protected path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Entry {
+    /// The path: canonical when it exists; else its nearest existing
+    /// ancestor, canonical, joined with the missing rest.
+    pub path: PathBuf,
+    /// Hidden or read-only.
+    pub kind: Kind,
+    /// What it is, or would be.
+    pub shape: Shape,
+    /// What it is now (`None`: missing). A protected file replaced by a new
+    /// one is a new identity, and the view that masked the old one is stale.
+    pub id: Option<FileId>,
+}
+
+/// The server's own files, as the server knows them (absolute paths).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFiles {
+    /// Hidden: the socket, `<socket>.secret`, the `--secret-file`, the MCP
+    /// bridge's token files, the state of `toolsrv remote`, `secrets:` files.
+    pub hidden: Vec<PathBuf>,
+    /// Read-only: the policy file, its profiles directory, `grants.yaml`,
+    /// the tools directory (as configured and as served), the built-in tools
+    /// unpacked, the server's own executable, the binaries `toolsrv remote`
+    /// installs.
+    pub read_only: Vec<PathBuf>,
+}
+
+/// Everything a protected set is gathered from.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// `$HOME`, the XDG variables.
+    pub ctx: PathContext,
+    /// The workspace (`--cwd`), canonical.
+    pub workspace: PathBuf,
+    /// The server's own files.
+    pub server: ServerFiles,
+    /// `filesystem.deny_read`, expanded (absolute; may hold globs).
+    pub deny_read: Vec<PathBuf>,
+    /// `filesystem.deny_write`, expanded.
+    pub deny_write: Vec<PathBuf>,
+}
+
+/// The protected paths found, sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProtectedSet {
+    /// Every entry, sorted by path (a path may appear once per kind).
+    pub entries: Vec<Entry>,
+    /// A glob or a repository scan stopped at its budget.
+    pub truncated: bool,
+    /// A path could not be looked at for another reason than its absence
+    /// (out of descriptors, say): the set may miss entries, and the rescan
+    /// does not take it for a change.
+    pub incomplete: bool,
+}
+
+/// System credential files, hidden (`*` within the last name).
+const SYSTEM: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh/ssh_host_*_key",
+    "/etc/ssl/private",
+    "/etc/krb5.keytab",
+    "/etc/wireguard",
+    "/etc/NetworkManager/system-connections",
+];
+
+/// Shell start-up files in `$HOME`, read-only; the files whose empty form is
+/// their absence first.
+const SHELL_NEUTRAL: &[&str] = &[
+    "~/.bashrc",
+    "~/.zshrc",
+    "~/.zshenv",
+    "~/.zprofile",
+    "~/.zlogin",
+    "~/.config/fish/config.fish",
+];
+
+/// Login start-up files: bash reads the first of them that exists, so an
+/// empty placeholder would change which one runs.
+const SHELL_ORDERED: &[&str] = &["~/.bash_profile", "~/.bash_login", "~/.profile"];
+
+/// Agent configuration (in the workspace and in `$HOME`), read-only.
+const AGENT_DIRS: &[&str] = &[".claude", ".codex", ".cursor", ".vscode"];
+/// Agent configuration files.
+const AGENT_FILES: &[&str] = &[".mcp.json"];
+
+/// Credential stores that are files whose empty form reads as "no
+/// credentials" (the others are directories, or files never created).
+const NEUTRAL_CREDENTIAL_FILES: &[&str] = &[
+    ".netrc",
+    ".authinfo",
+    ".pgpass",
+    ".my.cnf",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    "credentials",
+    "credentials.toml",
+    ".vault-token",
+];
+
+/// Credential stores that are files an empty form would break.
+const OTHER_CREDENTIAL_FILES: &[&str] = &["config.json", "credentials.tfrc.json", ".authinfo.gpg"];
+
+/// The state of `toolsrv remote` (hidden) and the binaries it installs
+/// (read-only). The integrator chains `policy::TOOLSRV_STATE` and
+/// `policy::TOOLSRV_BINARIES` here once they exist (task A).
+fn remote_files(_ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    (Vec::new(), Vec::new())
+}
+
+/// At most this many directories are read when looking for the Git
+/// repositories below the workspace, at most [`REPO_DEPTH`] levels down.
+pub const REPO_SCAN_BUDGET: usize = 4_000;
+/// How deep below the workspace repositories are looked for.
+pub const REPO_DEPTH: usize = 4;
+
+impl ProtectedSet {
+    /// Gathers the set from `src`.
+    pub fn gather(src: &Sources) -> ProtectedSet {
+        let mut set = Collector::default();
+        for pattern in SYSTEM {
+            let p = Path::new(pattern);
+            if p.as_os_str().as_encoded_bytes().contains(&b'*') {
+                if let Some(g) = Glob::parse(p) {
+                    for m in g.expand(&mut set.truncated) {
+                        set.add(&m, Kind::Hidden, Shape::File);
+                    }
+                }
+            } else if p.exists() {
+                set.add(p, Kind::Hidden, Shape::File);
+            }
+        }
+        for raw in CREDENTIAL_STORES {
+            if let Ok(p) = src.ctx.expand(raw) {
+                set.add(&p, Kind::Hidden, credential_shape(&p));
+            }
+        }
+        for p in &src.server.hidden {
+            set.add(p, Kind::Hidden, Shape::File);
+        }
+        for p in &src.server.read_only {
+            set.add(p, Kind::ReadOnly, Shape::File);
+        }
+        let (state, binaries) = remote_files(&src.ctx);
+        for p in &state {
+            set.add(p, Kind::Hidden, Shape::Dir);
+        }
+        for p in &binaries {
+            set.add(p, Kind::ReadOnly, Shape::File);
+        }
+        let home = src.ctx.expand("~").ok();
+        for raw in SHELL_NEUTRAL {
+            if let Ok(p) = src.ctx.expand(raw) {
+                set.add(&p, Kind::ReadOnly, Shape::NeutralFile);
+            }
+        }
+        for raw in SHELL_ORDERED {
+            if let Ok(p) = src.ctx.expand(raw) {
+                set.add(&p, Kind::ReadOnly, Shape::File);
+            }
+        }
+        for dir in home.iter().chain(std::iter::once(&src.workspace)) {
+            for name in AGENT_DIRS {
+                set.add(&dir.join(name), Kind::ReadOnly, Shape::Dir);
+            }
+            for name in AGENT_FILES {
+                set.add(&dir.join(name), Kind::ReadOnly, Shape::File);
+            }
+        }
+        for git_dir in repositories(&src.workspace, &mut set.truncated) {
+            set.add(&git_dir.join("hooks"), Kind::ReadOnly, Shape::Dir);
+            set.add(&git_dir.join("config"), Kind::ReadOnly, Shape::File);
+        }
+        for (list, kind) in [
+            (&src.deny_read, Kind::Hidden),
+            (&src.deny_write, Kind::ReadOnly),
+        ] {
+            for p in list {
+                match Glob::parse(p) {
+                    Some(g) => {
+                        for m in g.expand(&mut set.truncated) {
+                            set.add(&m, kind, Shape::File);
+                        }
+                    }
+                    None => set.add(p, kind, Shape::File),
+                }
+            }
+        }
+        set.finish()
+    }
+
+    /// The entry that `path` (canonical) is or lies in, if any: a request's
+    /// `cwd` there is refused.
+    pub fn covering(&self, path: &Path) -> Option<&Entry> {
+        self.entries.iter().find(|e| path.starts_with(&e.path))
+    }
+}
+
+/// Collects entries; a path protected both ways is hidden.
+#[derive(Default)]
+struct Collector {
+    entries: Vec<Entry>,
+    truncated: bool,
+    incomplete: bool,
+}
+
+/// Whether `e` says the path is not there (rather than not lookable).
+fn absent(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
+}
+
+impl Collector {
+    fn add(&mut self, path: &Path, kind: Kind, shape: Shape) {
+        if !path.is_absolute() {
+            return;
+        }
+        let (path, id, shape) = match std::fs::canonicalize(path) {
+            Ok(c) => {
+                let found = open_no_symlinks(&c).and_then(|fd| identify(fd.as_fd()));
+                match found {
+                    Ok((id, mode)) => {
+                        let shape = if mode == libc::S_IFDIR {
+                            Shape::Dir
+                        } else if shape == Shape::Dir {
+                            Shape::File
+                        } else {
+                            shape
+                        };
+                        (c, Some(id), shape)
+                    }
+                    Err(e) => {
+                        self.incomplete |= !absent(&e) && e.raw_os_error() != Some(libc::ELOOP);
+                        return;
+                    }
+                }
+            }
+            Err(e) if absent(&e) => match anchor(path) {
+                Some(a) => (a, None, shape),
+                None => return,
+            },
+            Err(_) => {
+                self.incomplete = true;
+                return;
+            }
+        };
+        self.entries.push(Entry {
+            path,
+            kind,
+            shape,
+            id,
+        });
+    }
+
+    fn finish(mut self) -> ProtectedSet {
+        self.entries.sort();
+        // One entry per path: hidden wins over read-only.
+        self.entries
+            .dedup_by(|later, earlier| later.path == earlier.path);
+        ProtectedSet {
+            entries: self.entries,
+            truncated: self.truncated,
+            incomplete: self.incomplete,
+        }
+    }
+}
+
+/// A missing credential store's shape, from its name.
+fn credential_shape(p: &Path) -> Shape {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if NEUTRAL_CREDENTIAL_FILES.contains(&name.as_str()) {
+        Shape::NeutralFile
+    } else if OTHER_CREDENTIAL_FILES.contains(&name.as_str()) {
+        Shape::File
+    } else {
+        Shape::Dir
+    }
+}
+
+/// The canonical form of `p`'s nearest existing ancestor joined with the
+/// missing rest.
+fn anchor(p: &Path) -> Option<PathBuf> {
+    let mut missing = Vec::new();
+    let mut cur = p;
+    loop {
+        if let Ok(mut c) = std::fs::canonicalize(cur) {
+            c.extend(missing.iter().rev());
+            return Some(c);
+        }
+        missing.push(cur.file_name()?);
+        cur = cur.parent()?;
+    }
+}
+
+/// The Git directories of the repository holding `workspace` (its `.git` at
+/// `workspace` or above) and of the repositories found below it (a bounded
+/// walk), with the common directory of a linked worktree.
+fn repositories(workspace: &Path, truncated: &mut bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in workspace.ancestors() {
+        if let Some(found) = git_dirs(dir) {
+            out.extend(found);
+            break;
+        }
+    }
+    let mut budget = REPO_SCAN_BUDGET;
+    let mut level = vec![workspace.to_path_buf()];
+    for _ in 0..REPO_DEPTH {
+        let mut next = Vec::new();
+        for dir in level {
+            if budget == 0 {
+                *truncated = true;
+                break;
+            }
+            budget -= 1;
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if e.file_name() == ".git" || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let sub = e.path();
+                if let Some(found) = git_dirs(&sub) {
+                    out.extend(found);
+                }
+                next.push(sub);
+            }
+        }
+        level = next;
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The Git directories of a repository whose work tree is `dir`: `dir/.git`,
+/// or the `gitdir:` a `.git` file names, plus its `commondir` (a linked
+/// worktree keeps hooks and the shared config there).
+fn git_dirs(dir: &Path) -> Option<Vec<PathBuf>> {
+    let dot = dir.join(".git");
+    let meta = std::fs::symlink_metadata(&dot).ok()?;
+    let git_dir = if meta.is_dir() {
+        dot
+    } else {
+        let text = std::fs::read_to_string(&dot).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        dir.join(target)
+    };
+    let mut out = vec![git_dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
+        out.push(git_dir.join(common.trim()));
+    }
+    Some(
+        out.into_iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources(home: &Path, workspace: &Path) -> Sources {
+        Sources {
+            ctx: PathContext {
+                cwd: workspace.to_path_buf(),
+                workdir: None,
+                workspace: None,
+                env: [("HOME".to_string(), home.display().to_string())].into(),
+            },
+            workspace: workspace.to_path_buf(),
+            server: ServerFiles::default(),
+            deny_read: Vec::new(),
+            deny_write: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn repositories_are_found_above_below_and_through_a_gitdir_file() {
+        let t = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(r.join("repo/.git/worktrees/w")).unwrap();
+        std::fs::write(r.join("repo/.git/worktrees/w/commondir"), "../..\n").unwrap();
+        std::fs::create_dir_all(r.join("repo/ws/nested/.git")).unwrap();
+        std::fs::create_dir_all(r.join("repo/ws/wt")).unwrap();
+        std::fs::write(
+            r.join("repo/ws/wt/.git"),
+            format!("gitdir: {}\n", r.join("repo/.git/worktrees/w").display()),
+        )
+        .unwrap();
+        let mut cut = false;
+        let found = repositories(&r.join("repo/ws"), &mut cut);
+        assert_eq!(
+            found,
+            vec![
+                r.join("repo/.git"),
+                r.join("repo/.git/worktrees/w"),
+                r.join("repo/ws/nested/.git"),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_entries_are_anchored_and_existing_ones_identified() {
+        let t = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir(h.join(".ssh")).unwrap();
+        std::fs::write(h.join(".bashrc"), "").unwrap();
+        let set = ProtectedSet::gather(&sources(&h, &h));
+        let get = |p: &Path| set.entries.iter().find(|e| e.path == p).cloned();
+        let ssh = get(&h.join(".ssh")).unwrap();
+        assert_eq!(
+            (ssh.kind, ssh.shape, ssh.id.is_some()),
+            (Kind::Hidden, Shape::Dir, true)
+        );
+        let aws = get(&h.join(".aws")).unwrap();
+        assert_eq!((aws.shape, aws.id), (Shape::Dir, None));
+        let netrc = get(&h.join(".netrc")).unwrap();
+        assert_eq!(netrc.shape, Shape::NeutralFile);
+        let rc = get(&h.join(".bashrc")).unwrap();
+        assert_eq!((rc.kind, rc.id.is_some()), (Kind::ReadOnly, true));
+        assert_eq!(get(&h.join(".mcp.json")).unwrap().shape, Shape::File);
+        assert!(set.covering(&h.join(".ssh/keys")).is_some());
+        assert!(set.covering(&h.join("src")).is_none());
+    }
+}

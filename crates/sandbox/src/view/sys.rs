@@ -1,0 +1,286 @@
+//! The raw system calls of the filesystem view: `unshare`, `mount`,
+//! `open_tree`, `move_mount`, `mount_setattr` and the `fsopen` family (a
+//! detached tmpfs for masks), each behind a typed wrapper. They run on the
+//! view's build thread only (never in the spawned child, whose `setns` is in
+//! `spawn::sys`).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// `OPEN_TREE_CLONE` (`linux/mount.h`): a detached copy of the mount.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+/// `AT_RECURSIVE`: with every mount beneath it.
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+/// `MOVE_MOUNT_F_EMPTY_PATH`: the source is the descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
+/// `MOUNT_ATTR_RDONLY`.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// `MOUNT_ATTR_NOSUID`.
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+/// `MOUNT_ATTR_NODEV`.
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// `MOUNT_ATTR_NOEXEC`.
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+/// `FSOPEN_CLOEXEC`.
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+/// `FSMOUNT_CLOEXEC`.
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+/// `FSCONFIG_SET_STRING`.
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+/// `FSCONFIG_CMD_CREATE`.
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+
+/// `struct mount_attr` (`linux/mount.h`).
+#[repr(C)]
+#[derive(Debug, Default)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+fn c_path(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = i32::try_from(check(ret)?).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // Safety: a fresh descriptor returned by the kernel that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `unshare(CLONE_FS | CLONE_NEWNS)`: this thread gets its own root and
+/// working directory, and a private copy of the mount tree.
+pub(crate) fn unshare_mounts() -> io::Result<()> {
+    // Safety: unshare takes no pointers.
+    check(unsafe { libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS) }.into()).map(drop)
+}
+
+/// `mount(NULL, "/", NULL, MS_REC | MS_SLAVE)`: nothing done in this
+/// namespace propagates back to the host; the host's later mounts still
+/// arrive.
+pub(crate) fn make_slave() -> io::Result<()> {
+    let root = c"/";
+    // Safety: `root` is NUL-terminated; null type, source and data are allowed
+    // for a propagation change.
+    let ret = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    };
+    check(ret.into()).map(drop)
+}
+
+/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE?)`: a detached
+/// copy of the mount at `path` (with the mounts beneath it when `recursive`).
+pub(crate) fn clone_tree(path: &Path, recursive: bool) -> io::Result<OwnedFd> {
+    let c = c_path(path)?;
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // Safety: `c` is NUL-terminated and outlives the call.
+    owned(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) })
+}
+
+/// `open_tree(dir, name, OPEN_TREE_CLONE)`: a detached bind of `name`
+/// beneath `dir` (a file of a detached tmpfs, say).
+pub(crate) fn clone_at(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+    let c = c_path(name)?;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    owned(unsafe { libc::syscall(libc::SYS_open_tree, dir.as_raw_fd(), c.as_ptr(), flags) })
+}
+
+/// `move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`:
+/// attaches the detached `tree` on top of `target` (not following a
+/// symbolic link there).
+pub(crate) fn attach(tree: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+    let t = c_path(target)?;
+    // Safety: both strings are NUL-terminated and outlive the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// `mount_setattr(AT_FDCWD, path, AT_RECURSIVE?, {attr_set: RDONLY})`.
+pub(crate) fn make_read_only(path: &Path, recursive: bool) -> io::Result<()> {
+    let c = c_path(path)?;
+    set_attr(libc::AT_FDCWD, &c, recursive, MOUNT_ATTR_RDONLY, 0)
+}
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH, {attr_set})`.
+fn set_attr_fd(fd: BorrowedFd<'_>, set: u64) -> io::Result<()> {
+    let c = CString::default();
+    let flags_fd = fd.as_raw_fd();
+    set_attr_flags(flags_fd, &c, libc::AT_EMPTY_PATH as libc::c_uint, set, 0)
+}
+
+fn set_attr(dir: i32, c: &CString, recursive: bool, set: u64, clr: u64) -> io::Result<()> {
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    set_attr_flags(dir, c, flags, set, clr)
+}
+
+fn set_attr_flags(
+    dir: i32,
+    c: &CString,
+    flags: libc::c_uint,
+    set: u64,
+    clr: u64,
+) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clr,
+        ..MountAttr::default()
+    };
+    // Safety: `c` is NUL-terminated and `attr` a `struct mount_attr` of the
+    // size passed; both outlive the call, which writes no memory of ours.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dir,
+            c.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// A new, detached, empty tmpfs (mode 0555, 1 MiB at most, no set-id
+/// files, devices or programs), still writable so that its caller can
+/// create the few entries it needs before [`seal`]ing it.
+pub(crate) fn detached_tmpfs() -> io::Result<OwnedFd> {
+    // Safety: the name is NUL-terminated.
+    let fs = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?;
+    for (key, value) in [(c"mode", c"0555"), (c"size", c"1m")] {
+        // Safety: key and value are NUL-terminated; aux is unused.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    // Safety: no pointers.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })?;
+    let attrs = (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC) as libc::c_uint;
+    // Safety: no pointers.
+    owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
+}
+
+/// Makes the mount `fd` (a detached tmpfs) read-only.
+pub(crate) fn seal(fd: BorrowedFd<'_>) -> io::Result<()> {
+    set_attr_fd(fd, MOUNT_ATTR_RDONLY)
+}
+
+/// `mkdirat(dir, name, mode)`: `true` when made, `false` when something
+/// was there already.
+pub(crate) fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> io::Result<bool> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    let ret = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) };
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EEXIST) {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// Creates the empty file `name` beneath `dir` with `mode`, failing if
+/// anything (a symbolic link included) is there.
+pub(crate) fn create_new_at(
+    dir: BorrowedFd<'_>,
+    name: &Path,
+    mode: libc::mode_t,
+) -> io::Result<()> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            libc::c_uint::from(mode),
+        )
+    };
+    owned(fd.into()).map(drop)
+}
+
+/// Creates the empty file `name` beneath `dir` with `mode`.
+pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> io::Result<()> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            libc::c_uint::from(mode),
+        )
+    };
+    owned(fd.into()).map(drop)
+}
+
+/// `openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW)`: one directory
+/// component, never a symbolic link.
+pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    owned(fd.into())
+}
+
+/// `open("/proc/thread-self/ns/mnt")`: this thread's mount namespace, kept
+/// alive as long as the descriptor.
+pub(crate) fn own_mount_namespace() -> io::Result<OwnedFd> {
+    let f = std::fs::File::open("/proc/thread-self/ns/mnt")?;
+    Ok(OwnedFd::from(f))
+}

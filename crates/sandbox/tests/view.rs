@@ -1,0 +1,143 @@
+//! The filesystem view, entered by a real child (`setns`), without Landlock:
+//! what the mounts alone guarantee (as root, DAC refuses nothing, so every
+//! refusal here is the view's).
+
+mod spawn_support;
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use spawn_support::{cstr, pipe, test_env};
+use toolsrv_sandbox::policy::PathContext;
+use toolsrv_sandbox::spawn::{spawn, ExitStatus, SpawnSpec};
+use toolsrv_sandbox::view::{RulePaths, ServerFiles, Sources, View};
+
+/// Runs `sh -c script` inside `view`, in its workspace: (status, output).
+fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
+    let (r, w) = pipe();
+    let argv: Vec<CString> = ["/bin/sh", "-c", script].iter().map(|a| cstr(a)).collect();
+    let envp = test_env();
+    let cwd = cstr(&view.workspace().path().display().to_string());
+    let spec = SpawnSpec {
+        program: &argv[0],
+        argv: &argv,
+        envp: &envp,
+        cwd: &cwd,
+        cwd_fd: Some(view.workspace().fd()),
+        mount_ns: Some(view.ns()),
+        output: w.as_fd(),
+        confinement: None,
+        join: Default::default(),
+    };
+    let mut child = spawn(&spec).expect("spawn in the view");
+    drop(w);
+    let mut out = String::new();
+    std::fs::File::from(r).read_to_string(&mut out).unwrap();
+    (child.wait().unwrap(), out)
+}
+
+struct Tree {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        Tree { _dir: dir, root }
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.p(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+fn view_for(t: &Tree, ws: &Path, server: ServerFiles) -> View {
+    let src = Sources {
+        ctx: PathContext {
+            cwd: ws.to_path_buf(),
+            workdir: None,
+            workspace: None,
+            env: [("HOME".to_string(), t.p("home").display().to_string())].into(),
+        },
+        workspace: ws.to_path_buf(),
+        server,
+        deny_read: vec![t.p("ws/**/*.pem")],
+        deny_write: Vec::new(),
+    };
+    let rules = RulePaths {
+        writable: vec![ws.to_path_buf()],
+        readable: Vec::new(),
+    };
+    View::build(&src, &rules, &[]).expect("build the view")
+}
+
+#[test]
+fn the_view_masks_pins_and_makes_the_rest_read_only() {
+    let t = Tree::new();
+    t.write("ws/src/main.c", "int main;\n");
+    t.write("ws/.git/config", "[core]\n");
+    t.write("ws/.git/hooks/pre-commit.sample", "#!/bin/sh\n");
+    t.write("ws/secret.txt", "TOP-SECRET\n");
+    t.write("ws/deep/key.pem", "PEM-SECRET\n");
+    t.write("outside/file.txt", "outside\n");
+    std::fs::create_dir_all(t.p("home")).unwrap();
+    let ws = t.p("ws");
+    let server = ServerFiles {
+        hidden: vec![t.p("ws/secret.txt")],
+        read_only: Vec::new(),
+    };
+    let view = view_for(&t, &ws, server);
+    let outside = t.p("outside/file.txt").display().to_string();
+    let script = format!(
+        "cat secret.txt; echo '|'; cat deep/key.pem; echo '|'; \
+         echo new > new.txt && echo created; mkdir sub && echo mkdir; \
+         echo x >> .git/config || echo config-ro; \
+         touch .git/hooks/pre-commit || echo hooks-ro; \
+         mv .git .git2 || echo pinned; \
+         echo x > secret.txt || echo secret-ro; \
+         chmod 777 {outside} || echo chmod-ro; \
+         touch -d 2001-01-01 {outside} || echo touch-ro"
+    );
+    let (status, out) = sh_in(&view, &script);
+    assert_eq!(status, ExitStatus::Code(0), "{out}");
+    for want in [
+        "created",
+        "mkdir",
+        "config-ro",
+        "hooks-ro",
+        "pinned",
+        "secret-ro",
+        "chmod-ro",
+        "touch-ro",
+    ] {
+        assert!(out.contains(want), "{want} missing: {out}");
+    }
+    assert!(!out.contains("SECRET"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(t.p("ws/new.txt").exists() && t.p("ws/sub").is_dir());
+    assert!(t.p("ws/.git").is_dir() && !t.p("ws/.git2").exists());
+    assert_eq!(
+        std::fs::read_to_string(t.p("ws/.git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!t.p("ws/.git/hooks/pre-commit").exists());
+    // Placeholders: the agent directories in the workspace, owner-only.
+    assert!(
+        view.placeholders().contains(&t.p("ws/.claude")),
+        "{:?}",
+        view.placeholders()
+    );
+    // The host is untouched by the view's mounts.
+    assert_eq!(
+        std::fs::read_to_string(t.p("ws/secret.txt")).unwrap(),
+        "TOP-SECRET\n"
+    );
+}

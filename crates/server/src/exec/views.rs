@@ -1,0 +1,227 @@
+//! The filesystem views of the sandboxed runs (`toolsrv_sandbox::view`): one
+//! per policy (the main one and each profile in use), built on first use,
+//! and rebuilt when what they protect changes. A background thread gathers
+//! each view's protected set again about once a second (the fixed lists,
+//! the repositories, the globs' matches) and the policy's rule paths, and
+//! marks a view whose set or rule paths differ stale; the next run builds a
+//! new one. Runs hold their view (an `Arc`)
+//! until they have started; an old view is dropped with its last run.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use toolsrv_sandbox::policy::{PathContext, Policy};
+use toolsrv_sandbox::view::{ProtectedSet, RulePaths, ServerFiles, Sources, View, ViewError};
+
+/// How often the protected sets are gathered again.
+const RESCAN: Duration = Duration::from_secs(1);
+/// At most this many views are kept.
+const KEPT: usize = 8;
+
+/// One view and what it was built from.
+struct Slot {
+    policy: Arc<Policy>,
+    view: Arc<View>,
+    sources: Sources,
+    rules: Arc<RulePaths>,
+    stale: AtomicBool,
+}
+
+/// The views, by policy.
+pub(crate) struct Views {
+    slots: Mutex<Vec<Arc<Slot>>>,
+    workspace: PathBuf,
+    server: ServerFiles,
+    env: std::collections::HashMap<String, String>,
+    /// The last root-only scan and the rules it was made for: a view rebuilt
+    /// because its protected set changed reuses it.
+    root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::view::Entry>)>>,
+}
+
+impl Views {
+    /// The views of a server serving `workspace` (`--cwd`, canonical) whose
+    /// own files are `server`; starts the rescan thread.
+    pub(crate) fn start(
+        workspace: &Path,
+        server: ServerFiles,
+        env: std::collections::HashMap<String, String>,
+    ) -> Arc<Views> {
+        let views = Arc::new(Views {
+            slots: Mutex::new(Vec::new()),
+            workspace: workspace.to_path_buf(),
+            server,
+            env,
+            root_only: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&views);
+        let started = std::thread::Builder::new()
+            .name("toolsrv-view-rescan".into())
+            .spawn(move || rescan(weak));
+        if let Err(e) = started {
+            tracing::error!(error = %e, "cannot start the filesystem view rescan; protected paths created later are not protected");
+        }
+        views
+    }
+
+    /// The sources of a view for `policy`.
+    fn sources(&self, policy: &Policy) -> Sources {
+        let ctx = self.ctx();
+        let (deny_read, deny_write) = policy.deny_lists(&ctx);
+        Sources {
+            ctx,
+            workspace: self.workspace.clone(),
+            server: self.server.clone(),
+            deny_read,
+            deny_write,
+        }
+    }
+
+    fn ctx(&self) -> PathContext {
+        PathContext {
+            cwd: self.workspace.clone(),
+            workdir: None,
+            workspace: None,
+            env: self.env.clone(),
+        }
+    }
+
+    /// `policy`'s rule paths with `{CWD}` as the workspace.
+    fn rule_paths(&self, policy: &Policy) -> RulePaths {
+        let resolved = policy.resolve_whole(&self.ctx(), &[]);
+        RulePaths {
+            writable: resolved.rw.iter().chain(&resolved.rwx).cloned().collect(),
+            readable: resolved.ro.iter().chain(&resolved.rox).cloned().collect(),
+        }
+    }
+
+    /// On a server running as root: the root-only files under the read
+    /// rules (hidden unless a rule names them; CONTRACT §13).
+    fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
+        // Safety: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Vec::new();
+        }
+        let mut cache = self.root_only.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((r, found)) = &*cache {
+            if **r == **rules {
+                return found.clone();
+            }
+        }
+        let started = std::time::Instant::now();
+        let (found, truncated) = toolsrv_sandbox::view::rootonly::root_only(rules);
+        tracing::debug!(
+            count = found.len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "filesystem view: root-only files under read rules"
+        );
+        if truncated {
+            tracing::info!(
+                budget = toolsrv_sandbox::view::rootonly::SCAN_BUDGET,
+                "filesystem view: the scan for root-only files under read rules (ro rules first, then rox) stopped at its budget; root-only files beyond it are readable to tools"
+            );
+        }
+        *cache = Some((rules.clone(), found.clone()));
+        found
+    }
+
+    /// The current view for `policy`, and its rule paths; built when there
+    /// is none or it is stale.
+    pub(crate) fn get(
+        &self,
+        policy: &Arc<Policy>,
+    ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
+        {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(s) = slots
+                .iter()
+                .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))
+            {
+                return Ok((s.view.clone(), s.rules.clone()));
+            }
+        }
+        let sources = self.sources(policy);
+        let rules = Arc::new(self.rule_paths(policy));
+        let started = std::time::Instant::now();
+        let extra = self.root_only(&rules);
+        let view = Arc::new(View::build(&sources, &rules, &extra)?);
+        log_built(&view, started.elapsed());
+        let slot = Arc::new(Slot {
+            policy: policy.clone(),
+            view: view.clone(),
+            sources,
+            rules: rules.clone(),
+            stale: AtomicBool::new(false),
+        });
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.retain(|s| !(Arc::ptr_eq(&s.policy, policy) || s.stale.load(Ordering::Relaxed)));
+        if slots.len() >= KEPT {
+            slots.remove(0);
+        }
+        slots.push(slot);
+        Ok((view, rules))
+    }
+}
+
+/// Says what a new view protects.
+fn log_built(view: &View, took: Duration) {
+    let plan = view.plan();
+    let list = |v: &mut dyn Iterator<Item = &Path>| {
+        v.map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    tracing::info!(
+        covers = plan.covers.len(),
+        pins = plan.pins.len(),
+        protected = view.protected().entries.len(),
+        took_ms = took.as_millis() as u64,
+        paths = %list(&mut plan.covers.iter().map(|c| c.path())),
+        "filesystem view built"
+    );
+    if !view.placeholders().is_empty() {
+        tracing::info!(
+            paths = %list(&mut view.placeholders().iter().map(PathBuf::as_path)),
+            "filesystem view: created empty owner-only placeholders for protected paths a tool could otherwise create"
+        );
+    }
+    if !plan.creatable.is_empty() {
+        tracing::warn!(
+            paths = %list(&mut plan.creatable.iter().map(PathBuf::as_path)),
+            "filesystem view: these protected paths do not exist and lie directly in a writable rule's directory: a tool can create them; they are protected from the next run once they exist"
+        );
+    }
+    if view.protected().truncated {
+        tracing::warn!("filesystem view: a glob or the repository scan stopped at its budget; some matches are not protected");
+    }
+}
+
+/// Gathers each view's protected set again, once a second, until the views
+/// are dropped.
+fn rescan(views: Weak<Views>) {
+    loop {
+        std::thread::sleep(RESCAN);
+        let Some(v) = views.upgrade() else {
+            return;
+        };
+        let slots: Vec<Arc<Slot>> = v.slots.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        drop(v);
+        for s in slots {
+            if s.stale.load(Ordering::Relaxed) {
+                continue;
+            }
+            let now = ProtectedSet::gather(&s.sources);
+            if now.incomplete {
+                // Out of descriptors, say: no reason to rebuild.
+                continue;
+            }
+            if &now != s.view.protected() {
+                tracing::debug!(
+                    "filesystem view: the protected set changed; the next run gets a new view"
+                );
+                s.stale.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
