@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::glob::Glob;
 use crate::open::{identify, open_no_symlinks, FileId};
-use crate::policy::{PathContext, CREDENTIAL_STORES};
+use crate::policy::{PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};
 
 /// What a view does to a protected path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -143,11 +143,11 @@ const NEUTRAL_CREDENTIAL_FILES: &[&str] = &[
 /// Credential stores that are files an empty form would break.
 const OTHER_CREDENTIAL_FILES: &[&str] = &["config.json", "credentials.tfrc.json", ".authinfo.gpg"];
 
-/// The state of `toolsrv remote` (hidden) and the binaries it installs
-/// (read-only). The integrator chains `policy::TOOLSRV_STATE` and
-/// `policy::TOOLSRV_BINARIES` here once they exist (task A).
-fn remote_files(_ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    (Vec::new(), Vec::new())
+/// The state of `toolsrv remote` (hidden: [`TOOLSRV_STATE`]) and the
+/// binaries it installs (read-only: [`TOOLSRV_BINARIES`]), expanded in `ctx`.
+fn remote_files(ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let expand = |list: &[&str]| list.iter().filter_map(|raw| ctx.expand(raw).ok()).collect();
+    (expand(TOOLSRV_STATE), expand(TOOLSRV_BINARIES))
 }
 
 /// At most this many directories are read when looking for the Git
@@ -188,7 +188,7 @@ impl ProtectedSet {
             set.add(p, Kind::Hidden, Shape::Dir);
         }
         for p in &binaries {
-            set.add(p, Kind::ReadOnly, Shape::File);
+            set.add(p, Kind::ReadOnly, Shape::Dir);
         }
         let home = src.ctx.expand("~").ok();
         for raw in SHELL_NEUTRAL {
