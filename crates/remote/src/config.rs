@@ -3,7 +3,7 @@
 //! the remote keeps every file it was sent under `<data>/objects/<sha256>`, so
 //! only files whose content it does not hold cross the connection (an object
 //! whose content no longer has its name's hash is sent again); the
-//! server's configuration (`<state dir>/config/`) is then updated in place
+//! server's configuration (`<data>/config/server-<hash>/`, read-only to its tools) is then updated in place
 //! from the objects (changed files replaced atomically, removed ones deleted).
 
 use std::path::{Path, PathBuf};
@@ -118,12 +118,12 @@ pub fn manifest(dir: &Path) -> Result<Vec<Entry>, RemoteError> {
     Ok(out)
 }
 
-/// Send what the remote lacks and update `<state_dir>/config`.
+/// Send what the remote lacks and update `config_dir`.
 pub fn sync(
     ssh: &Ssh,
     prelude: &str,
     data: &str,
-    state_dir: &str,
+    config_dir: &str,
     entries: &[Entry],
 ) -> Result<SyncReport, RemoteError> {
     let objects = format!("{data}/objects");
@@ -184,7 +184,7 @@ put() {{
 }}
 "#,
         o = quote::sh(&objects),
-        c = quote::sh(&format!("{state_dir}/config")),
+        c = quote::sh(config_dir),
     );
     for e in entries {
         script.push_str(&format!(

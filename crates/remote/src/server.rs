@@ -67,7 +67,12 @@ pub enum Health {
 
 /// The `--env` prelude plus the server's paths as shell variables.
 fn head(prelude: &str, s: &RemoteServer) -> String {
-    format!("{prelude}st={}\nsock={}\n", sh(&s.state_dir), sh(&s.socket))
+    format!(
+        "{prelude}st={}\ncfg={}\nsock={}\n",
+        sh(&s.state_dir),
+        sh(&s.config_dir),
+        sh(&s.socket)
+    )
 }
 
 /// Parse `started <pid> <start time> <exe>` (the last such line of `out`).
@@ -204,7 +209,7 @@ pub fn start(ssh: &Ssh, prelude: &str, s: &RemoteServer) -> Result<ServerProcess
         r#"{head}{IDENT}cd {cwd} || {{ echo "remote --cwd {cwdt}: no such directory" >&2; exit 1; }}
 [ -f "$st/secret" ] || {{ echo "no secret in $st" >&2; exit 1; }}
 unset OLLIE_TOOLS_PATH TOOLSRV_SOCKET TOOLSRV_SECRET NAMESPACE
-OLLIE_CFG_PATH="$st/config"; export OLLIE_CFG_PATH
+OLLIE_CFG_PATH="$cfg"; export OLLIE_CFG_PATH
 rm -f "$st/exit" "$st/pid" "$st/wpid" "$sock"
 inner={inner}
 if command -v setsid >/dev/null 2>&1; then det=setsid; else det=nohup; fi
@@ -287,7 +292,10 @@ pub fn remove(
     process: Option<&ServerProcess>,
 ) -> Result<Vec<String>, RemoteError> {
     let refused = kill(ssh, prelude, s, process)?;
-    let mut script = format!("{}rm -rf \"$st\"\nrm -f \"$sock\"\n", head(prelude, s));
+    let mut script = format!(
+        "{}rm -rf \"$st\" \"$cfg\"\nrm -f \"$sock\"\n",
+        head(prelude, s)
+    );
     if let Some(rt) = &s.runtime_dir {
         script.push_str(&format!("rmdir {} 2>/dev/null || true\n", sh(rt)));
     }

@@ -19,8 +19,14 @@ pub struct RemoteServer {
     /// The socket it listens on.
     pub socket: String,
     /// Its private state directory (`<remote state>/server-<hash of the
-    /// socket path>`, 0700): secret, pid, log, config.
+    /// socket path>`, 0700): secret, pid, log. Hidden from its tools.
     pub state_dir: String,
+    /// Its configuration (policy, profiles, tools): `<remote data>/config/
+    /// server-<hash of the socket path>`, beside the installed binaries and
+    /// read-only to its tools like them (CONTRACT §13). It cannot live in the
+    /// hidden state directory: the tools' own scripts are run from it.
+    #[serde(default)]
+    pub config_dir: String,
     /// The remote state directory that holds `state_dir` (and the default
     /// socket), removed by `down` when empty.
     pub runtime_dir: Option<String>,

@@ -165,6 +165,7 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
         bin: bin.path.clone(),
         version: bin.version.clone(),
         state_dir: format!("{}/server-{}", probe.runtime, socket_key(&socket)),
+        config_dir: format!("{}/config/server-{}", probe.data, socket_key(&socket)),
         socket,
         runtime_dir: Some(probe.runtime.clone()),
         cwd,
@@ -177,7 +178,7 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
         server::workspace(ssh, &pre, &remote.cwd)?;
     }
     let secret_changed = server::write_secret(ssh, &pre, &remote, &local_secret(dir)?)?;
-    let sync = config::sync(ssh, &pre, &probe.data, &remote.state_dir, &entries)?;
+    let sync = config::sync(ssh, &pre, &probe.data, &remote.config_dir, &entries)?;
     let previous = State::load(dir).ok().flatten();
     let same_server = previous.as_ref().is_some_and(|p| p.remote == remote);
     // The record of the server the previous `up` started on this socket.

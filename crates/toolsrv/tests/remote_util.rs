@@ -54,8 +54,9 @@ impl Sshd {
         let out = self.run(args);
         assert!(
             out.status.success(),
-            "toolsrv {args:?} failed: {}\n{}\nsupervisor log:\n{}",
+            "toolsrv {args:?} failed: {}\n{}{}\nsupervisor log:\n{}",
             out.status,
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
             self.supervisor_log()
         );
