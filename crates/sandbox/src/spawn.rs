@@ -511,7 +511,13 @@ fn child_args(
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
         seccomp: seccomp.map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
         no_new_privs: confinement.is_some(),
-        caps: confinement.and_then(Confinement::caps),
+        caps: confinement.and_then(|c| {
+            if join.new_pid_ns && !join.new_user_ns {
+                c.caps_for_pid_namespace()
+            } else {
+                c.caps()
+            }
+        }),
         // Safety: getpid has no preconditions.
         parent_pid: unsafe { libc::getpid() },
         join: *join,

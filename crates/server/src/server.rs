@@ -23,8 +23,9 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// its next sandbox), the tools directory as configured and as served (a tool
 /// that writes there changes what the next call runs), the socket (a tool
 /// that replaces it collects the next client's secret), `<socket>.secret`,
-/// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md) and
-/// the `--secret-file`.
+/// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md),
+/// `<socket>.runs` (the watchdog's record of PID-namespace runs), the log
+/// file and the `--secret-file`.
 fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
@@ -43,9 +44,11 @@ fn server_files(config: &ServeConfig, tools_dir: &std::path::Path) -> Vec<std::p
         config.listen.clone(),
         secret.into(),
         mcp_token.into(),
+        crate::leaders::record_path(&config.listen),
     ]
     .into_iter()
     .chain(config.secret_file.clone())
+    .chain(config.log.clone())
     .collect()
 }
 

@@ -251,3 +251,58 @@ pub(crate) fn exit_now(code: i32) -> ! {
     // Safety: _exit only ends the process; nothing of ours runs after it.
     unsafe { libc::_exit(code) }
 }
+
+/// `mmap(MAP_SHARED)` of the first `len` bytes of the file `fd` (which must be
+/// at least that long), readable and writable, shared with children forked
+/// later and with whoever maps the file; never unmapped.
+pub(crate) fn map_shared_file(fd: BorrowedFd<'_>, len: usize) -> io::Result<*mut u8> {
+    // Safety: a fresh shared mapping of a file we opened; no existing memory
+    // of ours is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// `pidfd_open(pid, 0)`: a descriptor that names process `pid` from now on,
+/// whatever happens to the number.
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // Safety: pidfd_open takes integers only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // Safety: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
+pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // Safety: no siginfo is passed (null); the rest are integers.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

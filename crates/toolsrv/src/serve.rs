@@ -75,8 +75,23 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     // dead servers), fork the watchdog that tears them down if the server dies,
     // and become the subreaper of everything our tools start.
     let containment = Arc::new(Containment::start(force_containment.as_deref()));
-    let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
-        Ok(w) => Some(Arc::new(w)),
+    // In a PID namespace per run, the watchdog records each run's first
+    // process beside the socket, and kills what a dead server left there.
+    let record = matches!(containment.mechanism(), Mechanism::PidNamespace { .. })
+        .then(|| toolsrv_server::leaders::record_path(&config.listen));
+    let watchdog = match toolsrv_server::watchdog::Watchdog::start(
+        containment.instance_dirs(),
+        record.as_deref(),
+    ) {
+        Ok(w) => {
+            if w.survivors_killed() > 0 {
+                tracing::warn!(
+                    killed = w.survivors_killed(),
+                    "killed the runs a dead server on this socket left"
+                );
+            }
+            Some(Arc::new(w))
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot start the watchdog process; tools may outlive a killed server");
             None
@@ -235,7 +250,11 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
         None => config_dir().join("sandbox.yaml"),
     };
     c.ollie = ollie;
-    c.log = a.log.map(|p| expand_tilde(&p));
+    // Absolute: it is one of the server's protected files.
+    c.log = a
+        .log
+        .map(|p| expand_tilde(&p))
+        .map(|p| std::path::absolute(&p).unwrap_or(p));
     c.default_timeout = a.default_timeout;
     c.gc_age = a.gc_age;
     c.bypass_timeout = a.bypass_timeout;
@@ -263,14 +282,18 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
 }
 
 fn init_logging(c: &ServeConfig) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match &c.log {
         Some(path) => {
+            // Created 0600: the log names sockets, paths and commands of
+            // every run; an existing file keeps the mode its owner gave it.
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
                 .with_context(|| format!("--log {}: cannot open", path.display()))?;
             builder
