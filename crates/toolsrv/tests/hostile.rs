@@ -29,6 +29,11 @@ fn try_authed(srv: &Server, secret: &str) -> Option<(Raw, String)> {
 /// A fresh connection that got its `Rversion` within 2 s, or `None` when the
 /// server closes it first.
 fn try_versioned(srv: &Server) -> Option<Raw> {
+    try_versioned_with(srv, 65536)
+}
+
+/// [`try_versioned`] asking for `msize`.
+fn try_versioned_with(srv: &Server, msize: u32) -> Option<Raw> {
     let s = std::os::unix::net::UnixStream::connect(&srv.socket).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     let mut r = Raw::from_stream(s);
@@ -37,7 +42,7 @@ fn try_versioned(srv: &Server) -> Option<Raw> {
         &Frame {
             tag: NOTAG,
             body: Body::Tversion {
-                msize: 65536,
+                msize,
                 version: "9P2000".into(),
             },
         },
@@ -583,4 +588,69 @@ fn out_of_descriptors_new_connections_are_shed_and_served_again_once_free() {
     );
     let r = call_shell(&mut c, "echo served");
     assert_eq!(ok_text(&r), "served\n");
+}
+
+/// The server's resident memory in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Issue 23, hole 5: 1,020 connections that never attach, each announcing a
+/// 1 MiB frame after its `Tversion` (half of them a frame just under the
+/// pre-attach limit, sent in part), keep the server's memory growth under
+/// 64 MiB, and what grew is given back once they close.
+#[test]
+fn pre_auth_connections_announcing_large_frames_do_not_grow_the_server() {
+    const CONNS: usize = 1020;
+    let srv = Launch::new().start();
+    let pid = srv.pid();
+    // A first client, so the baseline includes a served connection.
+    drop(try_versioned(&srv).expect("versioned"));
+    let base = rss_kib(pid);
+    let mut conns = Vec::with_capacity(CONNS);
+    for i in 0..CONNS {
+        let Some(mut r) = try_versioned_with(&srv, 1 << 20) else {
+            panic!(
+                "connection {i} was not served; log:\n{}",
+                tail(&srv.log_text())
+            );
+        };
+        // A Twrite header announcing its size; only the first bytes follow.
+        let size: u32 = if i % 2 == 0 { 1 << 20 } else { 8000 };
+        let mut head = size.to_le_bytes().to_vec();
+        head.extend_from_slice(&[118, 1, 0]);
+        head.extend_from_slice(&[0u8; 100]);
+        r.s.write_all(&head).expect("write the frame's start");
+        conns.push(r);
+    }
+    // The server has read what was sent once it answered a later client.
+    drop(try_versioned(&srv).expect("versioned after the flood"));
+    let mut peak = 0;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        peak = peak.max(rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grew_mib = peak.saturating_sub(base) / 1024;
+    drop(conns);
+    let returned = wait_until(Duration::from_secs(10), || {
+        rss_kib(pid).saturating_sub(base) < 16 << 10
+    });
+    let after = rss_kib(pid);
+    eprintln!(
+        "VmRSS: {base} KiB before, {peak} KiB at the peak with {CONNS} pre-attach connections, {after} KiB after they closed"
+    );
+    assert!(grew_mib < 64, "the server grew by {grew_mib} MiB");
+    assert!(
+        returned,
+        "the server kept {} MiB after the connections closed",
+        after.saturating_sub(base) / 1024
+    );
 }
