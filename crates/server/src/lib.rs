@@ -45,6 +45,7 @@ pub mod socket;
 mod sys;
 pub mod watchdog;
 
+pub use accept::DESCENDANT_CONNECTIONS;
 pub use config::ServeConfig;
 pub use lifecycle::run;
 pub use server::Server;

@@ -173,10 +173,12 @@ fn map_large_allocations() {
 /// where the hard limit does not allow it, serve fewer connections and say so.
 fn fit_descriptor_limit(config: &mut ServeConfig) {
     use toolsrv_server::fdlimit::{raise_nofile, HEADROOM};
-    let want = config.max_connections as u64 + HEADROOM;
+    // The tools' own connections have a budget beside --max-connections.
+    let tools = toolsrv_server::DESCENDANT_CONNECTIONS as u64;
+    let want = config.max_connections as u64 + tools + HEADROOM;
     match raise_nofile(want) {
         Ok(soft) if soft < want => {
-            let fit = usize::try_from(soft.saturating_sub(HEADROOM))
+            let fit = usize::try_from(soft.saturating_sub(HEADROOM + tools))
                 .unwrap_or(usize::MAX)
                 .max(1);
             tracing::warn!(

@@ -590,18 +590,6 @@ fn out_of_descriptors_new_connections_are_shed_and_served_again_once_free() {
     assert_eq!(ok_text(&r), "served\n");
 }
 
-/// The server's resident memory in KiB (`VmRSS`).
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Issue 23, hole 5: 1,020 connections that never attach, each announcing a
 /// 1 MiB frame after its `Tversion` (half of them a frame just under the
 /// pre-attach limit, sent in part), keep the server's memory growth under
@@ -613,7 +601,7 @@ fn pre_auth_connections_announcing_large_frames_do_not_grow_the_server() {
     let pid = srv.pid();
     // A first client, so the baseline includes a served connection.
     drop(try_versioned(&srv).expect("versioned"));
-    let base = rss_kib(pid);
+    let base = vm_rss_kib(pid).unwrap_or(0);
     let mut conns = Vec::with_capacity(CONNS);
     for i in 0..CONNS {
         let Some(mut r) = try_versioned_with(&srv, 1 << 20) else {
@@ -635,15 +623,15 @@ fn pre_auth_connections_announcing_large_frames_do_not_grow_the_server() {
     let mut peak = 0;
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline {
-        peak = peak.max(rss_kib(pid));
+        peak = peak.max(vm_rss_kib(pid).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(20));
     }
     let grew_mib = peak.saturating_sub(base) / 1024;
     drop(conns);
     let returned = wait_until(Duration::from_secs(10), || {
-        rss_kib(pid).saturating_sub(base) < 16 << 10
+        vm_rss_kib(pid).unwrap_or(0).saturating_sub(base) < 16 << 10
     });
-    let after = rss_kib(pid);
+    let after = vm_rss_kib(pid).unwrap_or(0);
     eprintln!(
         "VmRSS: {base} KiB before, {peak} KiB at the peak with {CONNS} pre-attach connections, {after} KiB after they closed"
     );
@@ -653,4 +641,171 @@ fn pre_auth_connections_announcing_large_frames_do_not_grow_the_server() {
         "the server kept {} MiB after the connections closed",
         after.saturating_sub(base) / 1024
     );
+}
+
+/// A client command against `srv` (its default secret file), bounded in
+/// time: whether it succeeded, and its output.
+fn cli(srv: &Server, args: &[&str]) -> (bool, String) {
+    let mut child = Command::new(toolsrv_bin())
+        .current_dir(srv.cwd())
+        .arg("--socket")
+        .arg(&srv.socket)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the client");
+    let mut status = None;
+    wait_until(Duration::from_secs(20), || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("client output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (status.is_some_and(|s| s.success()), text)
+}
+
+/// A tool that holds as many connections to `socket` as it can, up to 1,100
+/// (two processes of 550), opening a new one for each the server closes (at
+/// most 50 per round of 50 ms), for at most 120 s. Each process records how
+/// many connections it opened in `w/flood.<pid>`.
+fn flood_tool(socket: &std::path::Path) -> String {
+    let script = "import os, socket, sys, time, select\n\
+        path = sys.argv[1]\n\
+        os.fork()\n\
+        socks = {}\n\
+        p = select.poll()\n\
+        opened = 0\n\
+        end = time.time() + 120\n\
+        while time.time() < end:\n\
+        \x20   fresh = 0\n\
+        \x20   while len(socks) < 550 and fresh < 50:\n\
+        \x20       s = socket.socket(socket.AF_UNIX)\n\
+        \x20       try:\n\
+        \x20           s.connect(path)\n\
+        \x20       except OSError:\n\
+        \x20           s.close(); break\n\
+        \x20       socks[s.fileno()] = s; p.register(s, select.POLLIN); opened += 1; fresh += 1\n\
+        \x20   for fd, ev in p.poll(50):\n\
+        \x20       p.unregister(fd); socks.pop(fd).close()\n\
+        \x20   tmp = \"w/flood.%d.tmp\" % os.getpid()\n\
+        \x20   open(tmp, \"w\").write(str(opened))\n\
+        \x20   os.rename(tmp, \"w/flood.%d\" % os.getpid())\n\
+        \x20   time.sleep(0.05)\n";
+    format!("exec /usr/bin/python3 -c '{script}' {}", socket.display())
+}
+
+/// Connections the flood of [`flood_tool`] opened so far, over its processes.
+fn flood_opened(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir.join("w"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.starts_with("flood.") && !n.ends_with(".tmp")
+                })
+                .filter_map(|e| {
+                    std::fs::read_to_string(e.path())
+                        .ok()?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Issue 23, hole 4: a background tool holding 1,100 connections to its own
+/// server (reopening each one the server closes) does not lock the human
+/// out: `call`, `approve` of a bypass request and `kill` of the flood itself
+/// all work while it runs.
+#[test]
+fn a_tool_flooding_the_socket_leaves_the_humans_call_kill_and_approve_working() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().to_path_buf();
+    std::fs::create_dir(cwd.join("w")).expect("w");
+    let srv = Launch::new()
+        .cwd_dir(dir)
+        .listen(&cwd.join("toolsrv.sock"))
+        .start();
+    let (ok, out) = cli(&srv, &["load", "a1", "shell"]);
+    assert!(ok, "load: {out}");
+    let command = format!("command={}", flood_tool(&srv.socket));
+    let (ok, flood) = cli(&srv, &["bg", "--agent", "a1", "shell", &command]);
+    assert!(ok, "bg: {flood}");
+    let flood = flood.lines().next().unwrap_or_default().trim().to_string();
+    let in_place = wait_until(Duration::from_secs(30), || flood_opened(&cwd) >= 1100);
+    assert!(
+        in_place,
+        "the flood opened only {} connections; log:\n{}",
+        flood_opened(&cwd),
+        tail(&srv.log_text())
+    );
+    let mut served = 0;
+    for i in 0..5 {
+        let (ok, out) = cli(
+            &srv,
+            &[
+                "call",
+                "--agent",
+                "a1",
+                "shell",
+                &format!("command=echo served {i}"),
+            ],
+        );
+        if ok && out.contains(&format!("served {i}")) {
+            served += 1;
+        } else {
+            eprintln!("call {i}: {out}");
+        }
+    }
+    let (ok, bypass) = cli(
+        &srv,
+        &[
+            "bg",
+            "--bypass",
+            "--agent",
+            "a1",
+            "shell",
+            "command=echo bypassed",
+        ],
+    );
+    let bypass = bypass.lines().next().unwrap_or_default().trim().to_string();
+    let mut id = None;
+    if ok {
+        wait_until(WAIT, || {
+            let (_, pending) = cli(&srv, &["pending", "--json"]);
+            id = pending.lines().find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                Some(v["id"].as_str()?.to_string())
+            });
+            id.is_some()
+        });
+    }
+    let approved = id
+        .as_deref()
+        .is_some_and(|id| cli(&srv, &["approve", id]).0);
+    let ran = approved && wait_until(WAIT, || cli(&srv, &["out", &bypass]).1.contains("bypassed"));
+    let (killed, kill_out) = cli(&srv, &["kill", &flood]);
+    let log = tail(&srv.log_text());
+    assert_eq!(
+        served, 5,
+        "{served} of 5 calls were served during the flood; log:\n{log}"
+    );
+    assert!(
+        approved,
+        "the bypass request could not be approved (bg: {bypass}); log:\n{log}"
+    );
+    assert!(ran, "the approved run did not run; log:\n{log}");
+    assert!(killed, "kill of the flood failed: {kill_out}; log:\n{log}");
 }
