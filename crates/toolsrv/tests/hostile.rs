@@ -809,3 +809,36 @@ fn a_tool_flooding_the_socket_leaves_the_humans_call_kill_and_approve_working() 
     assert!(ran, "the approved run did not run; log:\n{log}");
     assert!(killed, "kill of the flood failed: {kill_out}; log:\n{log}");
 }
+
+/// Issue 23, hole 6: the server's runtime workers carry the confined runs'
+/// seccomp filter once they started a confined tool, and that filter answers
+/// `openat2` with `ENOSYS`. The server's own lookups on those threads must
+/// not conclude that the kernel has no `openat2` and fall back, for the whole
+/// process, to a walk that refuses symbolic links: a `cwd` reached through a
+/// relative link that stays inside `--cwd` keeps working, call after call.
+#[test]
+fn a_symlinked_cwd_keeps_working_after_confined_calls() {
+    let srv = Launch::new().arg("--no-auth").start();
+    let root = srv.cwd().to_path_buf();
+    std::fs::create_dir_all(root.join("real/sub")).expect("real/sub");
+    std::os::unix::fs::symlink("real", root.join("link")).expect("link");
+    let mut c = srv.attached();
+    load(&mut c, "a1", "shell");
+    let want = std::fs::canonicalize(root.join("real/sub")).expect("canonical");
+    for i in 0..6 {
+        // Confined calls first, so every worker carries the filter.
+        let r = call_shell(&mut c, "true");
+        assert_eq!(r["isError"], false, "call {i}: {r}");
+        let r = call(
+            &mut c,
+            &[
+                ("tool", "shell"),
+                ("agent", "a1"),
+                ("cwd", "link/sub"),
+                ("command", "pwd -P"),
+            ],
+        );
+        assert_eq!(r["isError"], false, "call {i} in link/sub: {r}");
+        assert_eq!(ok_text(&r).trim(), want.display().to_string(), "call {i}");
+    }
+}
