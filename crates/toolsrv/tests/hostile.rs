@@ -842,3 +842,40 @@ fn a_symlinked_cwd_keeps_working_after_confined_calls() {
         assert_eq!(ok_text(&r).trim(), want.display().to_string(), "call {i}");
     }
 }
+
+/// Issue 23, hole 6: the `--log` file is created mode 0600 and is one of the
+/// server's protected files: a tool whose writable rule covers it can
+/// neither read it nor write it.
+#[test]
+fn the_log_file_is_private_and_out_of_the_tools_reach() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().to_path_buf();
+    std::fs::create_dir(cwd.join("w")).expect("w");
+    let log = cwd.join("w/server.log");
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .cwd_dir(dir)
+        .log(&log)
+        .start();
+    let mode = std::fs::metadata(&log).expect("log").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the log file's mode is {mode:o}");
+    let mut c = srv.attached();
+    load(&mut c, "a1", "shell");
+    let r = call_shell(
+        &mut c,
+        "echo forged >> w/server.log; grep -c 'toolsrv serving' w/server.log; true",
+    );
+    let text = ok_text(&r);
+    assert!(
+        !std::fs::read_to_string(&log)
+            .expect("log")
+            .contains("forged"),
+        "a tool wrote into the log"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.trim().parse::<u32>().is_ok_and(|n| n > 0)),
+        "a tool read the log: {text}"
+    );
+}
