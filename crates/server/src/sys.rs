@@ -111,6 +111,17 @@ pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
     zero_or_errno(unsafe { libc::kill(pid, sig) })
 }
 
+/// `getpgid(pid)`: the process group of `pid`.
+pub(crate) fn getpgid(pid: i32) -> io::Result<i32> {
+    // Safety: getpgid takes an integer only.
+    let g = unsafe { libc::getpgid(pid) };
+    if g < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(g)
+    }
+}
+
 /// `waitpid(pid, WNOHANG)`: whether the child `pid` was reaped.
 pub(crate) fn reap_if_exited(pid: i32) -> bool {
     let mut status = 0;

@@ -619,9 +619,9 @@ fn without_any_containment_a_strict_policy_refuses_to_start() {
 /// namespace's first process tries to clear its parent-death signal with a
 /// credential change (`setegid(1); setegid(0)`), clears it outright
 /// (`prctl(PR_SET_PDEATHSIG, 0)`), forks a child into a group of its own,
-/// moves into that group (so a `kill(-pgid)` of the run misses it), records
-/// whether the `setegid` worked and waits. `marker` is in both processes'
-/// command lines.
+/// tries to move into that group (so a `kill(-pgid)` of the run would miss
+/// it), records which of the two moves worked and waits. `marker` is in both
+/// processes' command lines.
 fn pidns_attack(marker: &str) -> String {
     let script = "import os, sys, time, ctypes\n\
         cred = \"no-setegid\"\n\
@@ -632,8 +632,10 @@ fn pidns_attack(marker: &str) -> String {
         pid = os.fork()\n\
         if pid == 0:\n    os.setpgid(0, 0); os.write(w, b\"x\"); time.sleep(300); os._exit(0)\n\
         os.read(r, 1)\n\
-        os.setpgid(0, pid)\n\
-        open(\"w/attack.tmp\", \"w\").write(cred)\n\
+        group = \"own-group\"\n\
+        try:\n    os.setpgid(0, pid); group = \"left-group\"\n\
+        except OSError:\n    pass\n\
+        open(\"w/attack.tmp\", \"w\").write(cred + \" \" + group)\n\
         os.rename(\"w/attack.tmp\", \"w/attack\")\n\
         time.sleep(300)\n";
     format!("exec /usr/bin/python3 -c '{script}' {marker}")
@@ -654,17 +656,9 @@ fn pids_with_marker(marker: &str) -> Vec<i32> {
         .collect()
 }
 
-/// `PF_EXITING` (`linux/sched.h`): the task has begun to exit.
-const PF_EXITING: i64 = 0x4;
-
-/// Whether `pid` is gone, a zombie, or past the point of no return in its
-/// exit (no memory, no descriptors, never runs user code again). A PID
-/// namespace's first process that moved into a child's process group stays
-/// in that last state for good once killed: the kernel's exit of a namespace
-/// waits for every pid of the namespace to be freed, including the one it
-/// keeps itself as its process group (docs/containment.md).
+/// Whether `pid` is gone (or a zombie).
 fn gone(pid: i32) -> bool {
-    crate::procs_util::os_dead(pid) || stat_field(pid, 9).is_some_and(|f| f & PF_EXITING != 0)
+    crate::procs_util::os_dead(pid)
 }
 
 /// Field `n` (1-based) of `/proc/<pid>/stat`, fields after the command name only.
@@ -675,11 +669,11 @@ fn stat_field(pid: i32, n: usize) -> Option<i64> {
 }
 
 /// Starts the attack in a background run of a server forced into PID-namespace
-/// containment; returns the attack's two pids once it is in place, after
-/// checking that the first process left its process group and could not
-/// change its credentials.
-fn pidns_attack_in_place(srv: &Server, c: &mut Raw, marker: &str) -> Vec<i32> {
-    bg(
+/// containment; returns the run's pid and the attack's two (host) pids once
+/// it is in place, after checking that the first process left its process
+/// group and could not change its credentials.
+fn pidns_attack_in_place(srv: &Server, c: &mut Raw, marker: &str) -> (u64, Vec<i32>) {
+    let run = bg(
         c,
         &[
             ("tool", "shell"),
@@ -710,26 +704,27 @@ fn pidns_attack_in_place(srv: &Server, c: &mut Raw, marker: &str) -> Vec<i32> {
             })
         })
         .expect("the first process of the run's namespace");
-    let cred = std::fs::read_to_string(&done).unwrap_or_default();
-    let left_group = stat_field(first, 5) != Some(i64::from(first));
-    if cred != "no-setegid" || !left_group {
+    let outcome = std::fs::read_to_string(&done).unwrap_or_default();
+    let in_own_group = stat_field(first, 5) == Some(i64::from(first));
+    if outcome != "no-setegid own-group" || !in_own_group {
         kill_pids(&pids);
     }
     assert_eq!(
-        cred, "no-setegid",
-        "the namespace's first process changed its effective gid"
+        outcome, "no-setegid own-group",
+        "the namespace's first process changed its effective gid or left its process group"
     );
-    assert!(left_group, "the first process did not leave its group");
-    pids
+    assert!(in_own_group, "the first process left its group");
+    (run, pids)
 }
 
 /// Issue 23, hole 3: the first process of a PID-namespace run that cleared
-/// its parent-death signal and left its process group still dies with a
-/// server killed by SIGKILL (the watchdog kills it by pidfd).
+/// its parent-death signal and tried to leave its process group still dies
+/// with a server killed by SIGKILL (it leads a session, so it cannot leave
+/// its group; and the watchdog kills it by pidfd as well).
 #[test]
-fn in_a_pid_namespace_a_first_process_that_left_its_group_dies_with_a_killed_server() {
+fn in_a_pid_namespace_an_attacking_first_process_dies_with_a_killed_server() {
     let (mut srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
-    let pids = pidns_attack_in_place(&srv, &mut c, "pidns-watchdog-7f3a");
+    let (_, pids) = pidns_attack_in_place(&srv, &mut c, "pidns-watchdog-7f3a");
     // Safety: kill(2) of the server this test started.
     unsafe { libc::kill(srv.pid() as i32, libc::SIGKILL) };
     let child = srv.child.as_mut().expect("child");
@@ -753,7 +748,7 @@ fn in_a_pid_namespace_the_next_server_kills_the_survivors_before_it_binds() {
     let (mut srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
     let dir = dir_of(&srv);
     let socket = srv.socket.clone();
-    let pids = pidns_attack_in_place(&srv, &mut c, "pidns-restart-9c1e");
+    let (_, pids) = pidns_attack_in_place(&srv, &mut c, "pidns-restart-9c1e");
     let server_pid = srv.pid();
     let watchdog = children_of(server_pid)
         .into_iter()
@@ -820,5 +815,93 @@ fn in_a_pid_namespace_the_next_server_kills_the_survivors_before_it_binds() {
     assert!(
         out.status.success(),
         "the human's client was refused: {out:?}"
+    );
+}
+
+/// The same attack against `kill`: `ctl kill` ends the run, and everything
+/// in its namespace.
+#[test]
+fn in_a_pid_namespace_an_attacking_first_process_dies_with_ctl_kill() {
+    let (_srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
+    let (run, pids) = pidns_attack_in_place(&_srv, &mut c, "pidns-ctlkill-4d2b");
+    c.write(&format!("proc/{run}/ctl"), "kill")
+        .expect("ctl kill");
+    let dead = wait_until(RUN_END, || pids.iter().all(|p| gone(*p)));
+    let alive: Vec<i32> = pids.iter().copied().filter(|p| !gone(*p)).collect();
+    kill_pids(&pids);
+    assert!(
+        dead,
+        "the attack's processes after ctl kill: still alive: {alive:?}"
+    );
+    let st = final_stat(&mut c, run);
+    assert_eq!(st["state"], "killed", "{st}");
+}
+
+/// A tool whose first process moves into its child's process group, so that
+/// a signal to the run's group misses it, then records `w/<marker>` and
+/// waits. `marker` is in both processes' command lines.
+fn group_leaver(marker: &str) -> String {
+    let script = "import os, sys, time\n\
+        r, w = os.pipe()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    os.setpgid(0, 0); os.write(w, b\"x\"); time.sleep(300); os._exit(0)\n\
+        os.read(r, 1)\n\
+        os.setpgid(0, pid)\n\
+        open(\"w/\" + sys.argv[1], \"w\").write(\"left\")\n\
+        time.sleep(300)\n";
+    format!("exec /usr/bin/python3 -c '{script}' {marker}")
+}
+
+/// The pids of a [`group_leaver`] once it has left its group.
+fn left_group(srv: &Server, marker: &str) -> Vec<i32> {
+    let done = dir_of(srv).join(format!("w/{marker}"));
+    let ready = wait_until(WAIT, || {
+        done.exists() && pids_with_marker(marker).len() == 2
+    });
+    let pids = pids_with_marker(marker);
+    if !ready {
+        kill_pids(&pids);
+        panic!("the tool did not leave its group: {pids:?}");
+    }
+    pids
+}
+
+/// A tool's first process that moved out of its process group is still
+/// reached by `ctl kill` and by the timeout (the group signal goes to it
+/// through its pidfd too): before, both missed it and the run never ended.
+#[test]
+fn a_tool_that_left_its_process_group_dies_with_ctl_kill_and_its_timeout() {
+    let (srv, mut c) = server(None, &[], &[]);
+    let run = bg(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", &group_leaver("leaver-kill-31b7")),
+        ],
+    )
+    .expect("bg");
+    let pids = left_group(&srv, "leaver-kill-31b7");
+    c.write(&format!("proc/{run}/ctl"), "kill")
+        .expect("ctl kill");
+    let dead = wait_until(RUN_END, || pids.iter().all(|p| gone(*p)));
+    kill_pids(&pids);
+    assert!(dead, "ctl kill missed a tool that left its group");
+    let st = final_stat(&mut c, run);
+    assert_eq!(st["state"], "killed", "{st}");
+
+    let r = crate::procs_util::call(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("timeout", "2s"),
+            ("command", &group_leaver("leaver-timeout-31b7")),
+        ],
+    );
+    assert!(error_text(&r).contains("timed out"), "{r}");
+    assert!(
+        pids_with_marker("leaver-timeout-31b7").is_empty(),
+        "the timed-out tool is still alive"
     );
 }
