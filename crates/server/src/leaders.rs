@@ -11,7 +11,7 @@
 //! The watchdog's table of them lives in a file beside the socket
 //! (`<socket>.runs`, mode 0600, a protected path): a server started on the
 //! same socket reads what a dead server (and its dead watchdog) left there and
-//! kills those survivors before it binds ([`take_over_record`]).
+//! kills those survivors before it binds (`take_over_record`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
