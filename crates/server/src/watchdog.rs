@@ -117,22 +117,36 @@ impl Watchdog {
     /// async runtime starts): the child only runs plain system calls and its own
     /// loop, but a fork of a multi-threaded process could inherit held locks.
     ///
-    /// `record` is given where runs are PID namespaces: the tracked processes
-    /// are their first processes, recorded with their start times in that file
-    /// (`<socket>.runs`). Before anything else, the survivors a dead server
-    /// recorded there are killed (see [`Watchdog::survivors_killed`]).
-    pub fn start(groups: Vec<PathBuf>, record: Option<&Path>) -> io::Result<Watchdog> {
+    /// `first_processes` is set where runs are PID namespaces: the tracked
+    /// pids are their first processes, recorded with their start times and
+    /// killed themselves too. Then `record` is the file the table lives in
+    /// (`<socket>.runs`); before anything else, the survivors a dead server
+    /// recorded there are killed (see [`Watchdog::survivors_killed`]). Where
+    /// the record cannot be made, the table is kept in memory (and the next
+    /// server will not know this one's runs), which is logged.
+    pub fn start(
+        groups: Vec<PathBuf>,
+        first_processes: bool,
+        record: Option<&Path>,
+    ) -> io::Result<Watchdog> {
         let mut survivors_killed = 0;
-        let (table, file_id) = match record {
-            Some(path) => {
-                let (file, killed) = crate::leaders::take_over_record(path, SLOTS)?;
+        let in_file = record.filter(|_| first_processes).and_then(|path| {
+            let made = crate::leaders::take_over_record(path, SLOTS).and_then(|(file, killed)| {
                 survivors_killed = killed;
                 let meta = file.metadata()?;
-                (
+                Ok((
                     Table::in_file(&file)?,
-                    Some((path.to_path_buf(), meta.dev(), meta.ino())),
-                )
-            }
+                    (path.to_path_buf(), meta.dev(), meta.ino()),
+                ))
+            });
+            made.map_err(|e| {
+                tracing::warn!(record = %path.display(), error = %e,
+                    "cannot keep the record of runs beside the socket: a server started after this one dies with its watchdog will not kill what is left of its runs");
+            })
+            .ok()
+        });
+        let (table, file_id) = match in_file {
+            Some((table, id)) => (table, Some(id)),
             None => (Table::anonymous()?, None),
         };
         let (rd, wr) = sys::pipe()?;
@@ -145,7 +159,7 @@ impl Watchdog {
                 _alive: wr,
                 table,
                 books: Mutex::new(Books::default()),
-                leaders: record.is_some(),
+                leaders: first_processes,
                 survivors_killed,
             }),
         }

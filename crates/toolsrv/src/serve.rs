@@ -76,11 +76,15 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     // and become the subreaper of everything our tools start.
     let containment = Arc::new(Containment::start(force_containment.as_deref()));
     // In a PID namespace per run, the watchdog records each run's first
-    // process beside the socket, and kills what a dead server left there.
-    let record = matches!(containment.mechanism(), Mechanism::PidNamespace { .. })
+    // process beside the socket, and kills what a dead server left there;
+    // not while a server answers on the socket (its runs are alive, and
+    // binding will fail). A socket passed by systemd is ours alone.
+    let first_processes = matches!(containment.mechanism(), Mechanism::PidNamespace { .. });
+    let record = (first_processes && (activated || !socket_answers(&config.listen)))
         .then(|| toolsrv_server::leaders::record_path(&config.listen));
     let watchdog = match toolsrv_server::watchdog::Watchdog::start(
         containment.instance_dirs(),
+        first_processes,
         record.as_deref(),
     ) {
         Ok(w) => {
@@ -128,6 +132,11 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether a server listens on the socket `path` now.
+fn socket_answers(path: &std::path::Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
 }
 
 /// How many runtime worker threads to run: `TOKIO_WORKER_THREADS` when set

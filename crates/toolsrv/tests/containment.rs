@@ -905,3 +905,57 @@ fn a_tool_that_left_its_process_group_dies_with_ctl_kill_and_its_timeout() {
         "the timed-out tool is still alive"
     );
 }
+
+/// A second server started by mistake on the socket of a live PID-namespace
+/// server refuses to start, and leaves the live server's runs and record alone.
+#[test]
+fn in_a_pid_namespace_a_second_server_on_a_live_socket_kills_nothing() {
+    let (srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
+    let marker = "pidns-live-6e0d";
+    bg(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            (
+                "command",
+                &format!("exec /usr/bin/python3 -c 'import time; time.sleep(300)' {marker}"),
+            ),
+        ],
+    )
+    .expect("bg");
+    assert!(wait_until(WAIT, || pids_with_marker(marker).len() == 1));
+    let pids = pids_with_marker(marker);
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let mut out = std::process::Command::new(toolsrv_bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(&srv.socket)
+        .arg("--cwd")
+        .arg(dir_of(&srv))
+        .arg("--log")
+        .arg(dir2.path().join("server.log"))
+        .env("OLLIE_CFG_PATH", dir2.path().join("cfg"))
+        .env("TOOLSRV_CONTAINMENT", "pidns")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run the second server");
+    let mut status = None;
+    wait_until(WAIT, || {
+        status = out.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = out.kill();
+        let _ = out.wait();
+    }
+    let alive = pids.iter().all(|p| !gone(*p));
+    kill_pids(&pids);
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the second server did not refuse to start: {status:?}"
+    );
+    assert!(alive, "the second server killed the live server's run");
+}
