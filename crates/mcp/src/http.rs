@@ -1,5 +1,10 @@
 //! Streamable HTTP transport on a loopback TCP port or a Unix socket, behind
 //! a bearer token.
+//!
+//! A connection must send a request's headers within [`HEADER_READ_TIMEOUT`]
+//! (whenever it is waiting for one), and at most
+//! [`crate::slots::MAX_CONNECTIONS`] are served at once, those that have not
+//! yet shown the token giving way first (see `slots`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,6 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Bridge;
 use crate::error::BridgeError;
+use crate::slots::{Slot, Slots, MAX_CONNECTIONS};
+
+/// How long a connection may take to send a request's headers, counted from
+/// when the server waits for them (after connecting, or after the previous
+/// response on a kept-alive connection).
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The path the MCP endpoint is served at.
 pub const ENDPOINT: &str = "/mcp";
@@ -78,15 +89,7 @@ impl Listener {
                 Ok(Listener::Tcp(l, local))
             }
             HttpListen::Unix(path) => {
-                if path.exists() {
-                    if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                        return Err(BridgeError::Config(format!(
-                            "socket {} is in use",
-                            path.display()
-                        )));
-                    }
-                    let _ = std::fs::remove_file(path);
-                }
+                remove_stale_socket(path)?;
                 let l = tokio::net::UnixListener::bind(path).map_err(|e| {
                     BridgeError::io(format!("cannot listen on {}", path.display()), e)
                 })?;
@@ -104,6 +107,38 @@ impl Listener {
             Listener::Unix(..) => format!("http://localhost{ENDPOINT}"),
         }
     }
+}
+
+/// Makes way at `path` for a new socket: nothing there is fine, a socket
+/// that does not answer is stale and removed; a socket that answers is in
+/// use, and anything else (a regular file, a directory, a symbolic link) is
+/// not ours to remove: both are errors naming the path.
+fn remove_stale_socket(path: &Path) -> Result<(), BridgeError> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(BridgeError::io(
+                format!("cannot inspect {}", path.display()),
+                e,
+            ))
+        }
+    };
+    if !meta.file_type().is_socket() {
+        return Err(BridgeError::Config(format!(
+            "--http {}: exists and is not a socket; not replacing it (remove it, or choose another path)",
+            path.display()
+        )));
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(BridgeError::Config(format!(
+            "socket {} is in use",
+            path.display()
+        )));
+    }
+    std::fs::remove_file(path)
+        .map_err(|e| BridgeError::io(format!("cannot remove stale socket {}", path.display()), e))
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), BridgeError> {
@@ -129,21 +164,42 @@ pub async fn serve_http(
         config,
     );
     let token: Arc<[u8]> = Arc::from(token.into_bytes());
+    let slots = Slots::new(MAX_CONNECTIONS);
+    let mut refused_since_warning = 0u64;
+    let mut last_warning: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = accept(&listener) => match accepted {
                 Ok(io) => {
+                    let Some(slot) = slots.admit() else {
+                        drop(io);
+                        refused_since_warning += 1;
+                        if last_warning.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+                            last_warning = Some(std::time::Instant::now());
+                            tracing::warn!(
+                                max_connections = MAX_CONNECTIONS,
+                                refused = std::mem::take(&mut refused_since_warning),
+                                "MCP HTTP: every connection slot is held by an authorized client; closing new connections at once (warned at most once a minute)"
+                            );
+                        }
+                        continue;
+                    };
+                    let slot = Arc::new(slot);
                     let service = service.clone();
                     let token = token.clone();
                     let stop = shutdown.clone();
                     tokio::spawn(async move {
+                        let held = slot.clone();
                         let svc = hyper::service::service_fn(move |req| {
                             let service = service.clone();
                             let token = token.clone();
-                            async move { Ok::<_, std::convert::Infallible>(route(&service, &token, req).await) }
+                            let slot = held.clone();
+                            async move { Ok::<_, std::convert::Infallible>(route(&service, &token, &slot, req).await) }
                         });
                         let conn = hyper::server::conn::http1::Builder::new()
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(HEADER_READ_TIMEOUT)
                             .serve_connection(TokioIo::new(io), svc);
                         tokio::pin!(conn);
                         tokio::select! {
@@ -151,6 +207,9 @@ pub async fn serve_http(
                                 tracing::debug!(error = %e, "MCP HTTP connection ended");
                             },
                             _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+                            () = slot.evicted() => {
+                                tracing::debug!("MCP HTTP connection closed to make room: it had not shown the token");
+                            }
                         }
                     });
                 }
@@ -162,7 +221,11 @@ pub async fn serve_http(
         }
     }
     if let Listener::Unix(_, path) = &listener {
-        let _ = std::fs::remove_file(path);
+        use std::os::unix::fs::FileTypeExt;
+        // Only a socket: whatever replaced ours there is not ours to remove.
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(path);
+        }
     }
     Ok(())
 }
@@ -186,6 +249,7 @@ type Body = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible
 async fn route(
     service: &StreamableHttpService<Bridge, LocalSessionManager>,
     token: &[u8],
+    slot: &Slot,
     req: Request<Incoming>,
 ) -> Response<Body> {
     if req.uri().path() != ENDPOINT {
@@ -202,6 +266,7 @@ async fn route(
         );
         return r;
     }
+    slot.proven();
     let delete = req.method() == hyper::Method::DELETE;
     let mut resp = service.handle(req).await;
     // rmcp answers a session DELETE with 202; clients (the Python SDK among

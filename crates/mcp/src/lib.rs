@@ -12,6 +12,7 @@ mod error;
 mod handler;
 mod http;
 mod progress;
+mod slots;
 mod token;
 
 pub use bridge::{Bridge, BridgeConfig};

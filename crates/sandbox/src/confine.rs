@@ -82,6 +82,9 @@ pub struct Confinement {
     /// Whether `seccomp` is the program every confined run shares.
     shared_filter: bool,
     caps: Option<caps::Caps>,
+    /// `caps` without `CAP_SETUID`/`CAP_SETGID`, for the first process of a
+    /// PID namespace that comes without a user namespace.
+    caps_without_setid: Option<caps::Caps>,
     unenforced: Vec<String>,
     abi: i32,
 }
@@ -142,11 +145,14 @@ impl Confinement {
         let seccomp = Some(seccomp::program(&rules.network)?);
         let shared_filter = rules.network == thread::shared_network();
         let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
+        let caps_without_setid =
+            caps::reduced_without_setid().map_err(ConfineError::Capabilities)?;
         Ok(Confinement {
             ruleset,
             seccomp,
             shared_filter,
             caps,
+            caps_without_setid,
             unenforced,
             abi: abi_num,
         })
@@ -173,6 +179,16 @@ impl Confinement {
     /// toolsrv's (see [`caps`]).
     pub(crate) fn caps(&self) -> Option<caps::Caps> {
         self.caps
+    }
+
+    /// The capabilities for a child that starts as the first process of a
+    /// PID namespace of the server's own user namespace: [`Self::caps`]
+    /// without `CAP_SETUID` and `CAP_SETGID`. Nothing but the namespace's
+    /// first process itself holds the namespace together, and what kills it
+    /// when the server dies (its parent-death signal) is cleared by the
+    /// kernel on any credential change (docs/containment.md).
+    pub(crate) fn caps_for_pid_namespace(&self) -> Option<caps::Caps> {
+        self.caps_without_setid
     }
 
     /// The seccomp program the child attaches: none when it is the shared one

@@ -1,13 +1,24 @@
 //! Opening paths without being raced: `openat2(2)` with `RESOLVE_*` flags
-//! (Linux 5.6), and an equivalent (stricter) walk one component at a time
-//! with `O_NOFOLLOW` on kernels without it; and what an opened file *is*
+//! (Linux 5.6), and an equivalent walk one component at a time with
+//! `O_NOFOLLOW` where `openat2` cannot be used; and what an opened file *is*
 //! (device and inode), the identity every cache of rules is keyed by.
+//!
+//! `openat2` cannot be used on a kernel without it, and on a thread that
+//! carries the seccomp filter of confined runs (which answers it `ENOSYS`
+//! for the tools: its mode argument is out of the filter's sight). The
+//! server's own worker threads carry that filter once they have started a
+//! confined tool, so an `ENOSYS` there says nothing about the kernel: only a
+//! thread without any seccomp filter decides, for the whole process, that
+//! the kernel has no `openat2`; a filtered thread walks from then on, alone.
 //!
 //! The sandbox opens a path once and works from the descriptor from then on:
 //! a path looked up twice can name two different files if a tool swaps a
 //! directory for a symbolic link in between (issue 14, hole 1).
 
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::ffi::CString;
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -41,9 +52,44 @@ pub struct FileId {
     pub ino: u64,
 }
 
-/// Set once `openat2` answered `ENOSYS` (or is refused by a seccomp policy):
-/// every later open walks.
+/// Set once `openat2` answered `ENOSYS` (or `EPERM`) on a thread without a
+/// seccomp filter: the kernel has none (or a policy around the whole process
+/// refuses it), and every later open walks.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// The most symbolic links a walk follows (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+thread_local! {
+    /// `openat2` was refused on this thread, which carries a seccomp filter:
+    /// this thread walks.
+    static FILTERED_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether to try `openat2` on this thread.
+fn try_openat2() -> bool {
+    !NO_OPENAT2.load(Ordering::Relaxed) && !FILTERED_HERE.with(Cell::get)
+}
+
+/// `openat2` was refused on this thread: remember it for the thread when a
+/// seccomp filter on it may be why, else for the process.
+fn openat2_refused() {
+    if thread_has_seccomp_filter() {
+        FILTERED_HERE.with(|f| f.set(true));
+    } else {
+        NO_OPENAT2.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether this thread runs under a seccomp filter (`Seccomp:` of
+/// `/proc/thread-self/status` is not 0); unsure counts as yes.
+fn thread_has_seccomp_filter() -> bool {
+    std::fs::read_to_string("/proc/thread-self/status").map_or(true, |s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Seccomp:"))
+            .is_none_or(|v| v.trim() != "0")
+    })
+}
 
 /// `openat2(dir, path, how)`: a new descriptor.
 fn openat2(dir: BorrowedFd<'_>, path: &CString, how: &OpenHow) -> io::Result<OwnedFd> {
@@ -123,10 +169,9 @@ fn no_openat2(e: &io::Error) -> bool {
 /// Opens `rel` beneath `dir` as an `O_PATH` descriptor: the lookup never
 /// leaves `dir` (an absolute path, `..` above it or a symbolic link leading
 /// out of it is `EXDEV`) and follows no magic link. Relative symbolic links
-/// that stay beneath `dir` are followed. Without `openat2` the walk refuses
-/// every symbolic link (`ELOOP`), which is stricter.
+/// that stay beneath `dir` are followed, with or without `openat2`.
 pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
+    if try_openat2() {
         let how = OpenHow {
             flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
             mode: 0,
@@ -138,45 +183,100 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
             rel
         };
         match openat2(dir, &c_path(target)?, &how) {
-            Err(e) if no_openat2(&e) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            Err(e) if no_openat2(&e) => openat2_refused(),
             other => return other,
         }
     }
     walk_beneath(dir, rel)
 }
 
-/// The `openat2`-less [`open_beneath`]: one component at a time with
-/// `O_NOFOLLOW`, refusing symbolic links, keeping the descriptors of the
-/// directories above so that `..` never climbs above `dir`.
-pub fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
-    let mut stack: Vec<OwnedFd> = vec![dir.try_clone_to_owned()?];
-    for comp in rel.components() {
+/// One step of a walk.
+enum Step {
+    Up,
+    Name(OsString),
+}
+
+/// The steps of `p`; `Err(EXDEV)` for an absolute path.
+fn steps(p: &Path) -> io::Result<Vec<Step>> {
+    let mut out = Vec::new();
+    for comp in p.components() {
         match comp {
             Component::CurDir => {}
-            Component::ParentDir => {
+            Component::ParentDir => out.push(Step::Up),
+            Component::Normal(name) => out.push(Step::Name(name.to_os_string())),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(io::Error::from_raw_os_error(libc::EXDEV))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The `openat2`-less [`open_beneath`]: one component at a time with
+/// `O_NOFOLLOW`, keeping the descriptors of the directories above so that
+/// `..` never climbs above `dir`. A symbolic link met on the way is read and
+/// its target walked in its place: a relative one that stays beneath `dir`
+/// is followed, an absolute one is `EXDEV`, more than 40 are `ELOOP`.
+pub fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    walk(dir, rel, true)
+}
+
+/// The walk of [`walk_beneath`]; `follow: false` refuses every symbolic link
+/// (`ELOOP`).
+fn walk(dir: BorrowedFd<'_>, rel: &Path, follow: bool) -> io::Result<OwnedFd> {
+    let mut stack: Vec<OwnedFd> = vec![dir.try_clone_to_owned()?];
+    let mut pending: VecDeque<Step> = steps(rel)?.into();
+    let mut links = 0;
+    while let Some(step) = pending.pop_front() {
+        let name = match step {
+            Step::Up => {
                 if stack.len() == 1 {
                     return Err(io::Error::from_raw_os_error(libc::EXDEV));
                 }
                 stack.pop();
+                continue;
             }
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(io::Error::from_raw_os_error(libc::EXDEV));
-            }
-            Component::Normal(name) => {
-                let top = stack.last().map(AsFd::as_fd).ok_or_else(ebadf)?;
-                let (_, mode) = identify(top)?;
-                if mode != libc::S_IFDIR {
-                    return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
-                }
-                let next = open_component(top, &c_path(Path::new(name))?)?;
-                if identify(next.as_fd())?.1 == libc::S_IFLNK {
-                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
-                }
-                stack.push(next);
-            }
+            Step::Name(name) => name,
+        };
+        let top = stack.last().map(AsFd::as_fd).ok_or_else(ebadf)?;
+        let (_, mode) = identify(top)?;
+        if mode != libc::S_IFDIR {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        let next = open_component(top, &c_path(Path::new(&name))?)?;
+        if identify(next.as_fd())?.1 != libc::S_IFLNK {
+            stack.push(next);
+            continue;
+        }
+        links += 1;
+        if !follow || links > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        let target = read_link(next.as_fd())?;
+        for s in steps(&target)?.into_iter().rev() {
+            pending.push_front(s);
         }
     }
     stack.pop().ok_or_else(ebadf)
+}
+
+/// The target of the symbolic link `fd` (an `O_PATH | O_NOFOLLOW` descriptor).
+fn read_link(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // Safety: `buf` is writable for its length; the empty path names `fd` itself.
+    let n = unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    buf.truncate(n);
+    Ok(PathBuf::from(
+        <OsString as std::os::unix::ffi::OsStringExt>::from_vec(buf),
+    ))
 }
 
 fn ebadf() -> io::Error {
@@ -190,7 +290,7 @@ pub fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
     if !path.is_absolute() {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
+    if try_openat2() {
         let how = OpenHow {
             flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
             mode: 0,
@@ -200,19 +300,27 @@ pub fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
         // so the kernel does not use it.
         let cwd = unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) };
         match openat2(cwd, &c_path(path)?, &how) {
-            Err(e) if no_openat2(&e) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            Err(e) if no_openat2(&e) => openat2_refused(),
             other => return other,
         }
     }
     let root = OwnedFd::from(std::fs::File::open("/")?);
     let rel = path.strip_prefix("/").unwrap_or(path);
-    walk_beneath(root.as_fd(), rel)
+    walk(root.as_fd(), rel, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_walk_follows_at_most_forty_links() {
+        let t = tempfile::tempdir().unwrap();
+        symlink("loop", t.path().join("loop")).unwrap();
+        let e = walk_beneath(dir_fd(t.path()).as_fd(), Path::new("loop")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    }
 
     fn dir_fd(p: &Path) -> OwnedFd {
         OwnedFd::from(std::fs::File::open(p).unwrap())
@@ -236,9 +344,8 @@ mod tests {
                     open_beneath(fd.as_fd(), Path::new(rel))
                 }
             };
-            let strict_or = |e: i32| if walk { libc::ELOOP } else { e };
-            assert_eq!(exdev(open("root")), Some(strict_or(libc::EXDEV)));
-            assert_eq!(exdev(open("sub/up")), Some(strict_or(libc::EXDEV)));
+            assert_eq!(exdev(open("root")), Some(libc::EXDEV));
+            assert_eq!(exdev(open("sub/up")), Some(libc::EXDEV));
             assert_eq!(exdev(open("..")), Some(libc::EXDEV));
             assert_eq!(exdev(open("/etc")), Some(libc::EXDEV));
             assert_eq!(exdev(open("missing")), Some(libc::ENOENT));
@@ -247,12 +354,10 @@ mod tests {
                 .0;
             let got = open("sub/../sub/deeper").unwrap();
             assert_eq!(identify(got.as_fd()).unwrap().0, want);
-            let inner = open("sub/inner");
-            if walk {
-                assert_eq!(exdev(inner), Some(libc::ELOOP));
-            } else {
-                assert_eq!(identify(inner.unwrap().as_fd()).unwrap().0, want);
-            }
+            let inner = open("sub/inner").unwrap();
+            assert_eq!(identify(inner.as_fd()).unwrap().0, want);
+            let through = open("sub/inner/../deeper").unwrap();
+            assert_eq!(identify(through.as_fd()).unwrap().0, want);
             let here = open("").unwrap();
             assert_eq!(
                 identify(here.as_fd()).unwrap().0,
@@ -270,9 +375,10 @@ mod tests {
         assert!(open_no_symlinks(&real.join("d")).is_ok());
         let e = open_no_symlinks(&real.join("l")).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
-        let e = walk_beneath(
+        let e = walk(
             dir_fd(Path::new("/")).as_fd(),
             real.join("l").strip_prefix("/").unwrap(),
+            false,
         )
         .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));

@@ -212,7 +212,9 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
 /// queued for a CPU behind running tools, was a few hundred µs per spawn).
 ///
 /// The child is already the leader of its own process group when this returns
-/// (the parent calls `setpgid` too), so [`Child::signal_group`] reaches it. A
+/// (the parent calls `setpgid` too), so [`Child::signal_group`] reaches it;
+/// except the first process of a PID namespace, which leads a session of its
+/// own as soon as it runs (kill it by pid until then). A
 /// failure of the child's setup (no such program, a bad working directory, a
 /// refused confinement) is not returned here: the child exits with status 127
 /// and [`Child::setup_error`] tells why once it has been reaped.
@@ -278,8 +280,12 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     };
     // The child makes itself a group leader too; whichever is first wins, and a
     // child that has exec'd already (EACCES) or exited (ESRCH) needs nothing.
-    // Safety: setpgid has no memory arguments.
-    unsafe { libc::setpgid(pid, pid) };
+    // The first process of a PID namespace makes itself a session leader
+    // instead, which a group leader cannot become: that one is left alone.
+    if !spec.join.new_pid_ns {
+        // Safety: setpgid has no memory arguments.
+        unsafe { libc::setpgid(pid, pid) };
+    }
     if pidfd < 0 {
         // Cannot happen with CLONE_PIDFD; the child is left to the reaper, and
         // its launch parked until the child is done with it.
@@ -528,7 +534,13 @@ fn child_args(
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
         seccomp: seccomp.map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
         no_new_privs: confinement.is_some(),
-        caps: confinement.and_then(Confinement::caps),
+        caps: confinement.and_then(|c| {
+            if join.new_pid_ns && !join.new_user_ns {
+                c.caps_for_pid_namespace()
+            } else {
+                c.caps()
+            }
+        }),
         // Safety: getpid has no preconditions.
         parent_pid: unsafe { libc::getpid() },
         join: *join,

@@ -1,6 +1,11 @@
 //! The accept loop (CONTRACT §2, §12): every connection is served in its own
 //! task, at most `--max-connections` at once (beyond that a new connection is
 //! closed at once), each closed if it has not attached within `--auth-timeout`.
+//! Connections from the server's own descendants (its tools and what they
+//! started, or a peer whose ancestry cannot be told) do not count against
+//! `--max-connections`: they have a budget of their own,
+//! [`DESCENDANT_CONNECTIONS`], so a tool that floods the socket never takes
+//! the slots the people and agents driving the server need.
 //! When the descriptor limit is reached anyway, a reserve descriptor is given
 //! up to accept and close one pending connection, so the loop neither spins on
 //! `EMFILE` nor leaves clients hanging in the backlog. Warnings about either
@@ -17,6 +22,10 @@ use toolsrv_vfs::{Auth, ConnInfo, Limits, Node};
 use crate::fdlimit::Reserve;
 use crate::server::Server;
 use crate::socket::{self, is_descendant_of_self};
+
+/// The most connections the server's own descendants may hold at once, apart
+/// from `--max-connections`.
+pub const DESCENDANT_CONNECTIONS: usize = 64;
 
 /// The shortest time between two warnings of one kind.
 const WARN_PERIOD: Duration = Duration::from_secs(60);
@@ -66,6 +75,7 @@ pub(crate) async fn accept_loop(
     };
     let mut reserve = Reserve::new();
     let mut full = Every::new();
+    let mut tools_full = Every::new();
     let mut exhausted = Every::new();
     loop {
         let stream = tokio::select! {
@@ -90,7 +100,32 @@ pub(crate) async fn accept_loop(
                 }
             },
         };
-        if server.activity.open_connections() >= server.config.max_connections {
+        let (peer_uid, peer_pid) = socket::peer(&stream);
+        if !socket::peer_allowed(peer_uid, my_uid) {
+            tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
+            continue;
+        }
+        // Decided now, while the peer certainly exists; unsure counts as a tool.
+        let descendant = peer_pid.is_none_or(|p| is_descendant_of_self(p) != Some(false));
+        let activity = &server.activity;
+        if descendant {
+            if activity.descendant_connections() >= DESCENDANT_CONNECTIONS {
+                drop(stream);
+                if let Some(n) = tools_full.hit() {
+                    tracing::warn!(
+                        limit = DESCENDANT_CONNECTIONS,
+                        ?peer_pid,
+                        refused_since_last_warning = n,
+                        "the server's own tools hold all the connections they may: closing their new connections at once (warned at most once a minute)"
+                    );
+                }
+                continue;
+            }
+        } else if activity
+            .open_connections()
+            .saturating_sub(activity.descendant_connections())
+            >= server.config.max_connections
+        {
             drop(stream);
             if let Some(n) = full.hit() {
                 tracing::warn!(
@@ -101,25 +136,19 @@ pub(crate) async fn accept_loop(
             }
             continue;
         }
-        let (peer_uid, peer_pid) = socket::peer(&stream);
-        if !socket::peer_allowed(peer_uid, my_uid) {
-            tracing::warn!(?peer_uid, ?peer_pid, "refused connection from another user");
-            continue;
-        }
         socket::enlarge_send_buffer(&stream);
         let info = ConnInfo {
             id: server.next_conn.fetch_add(1, Ordering::Relaxed),
             peer_uid,
             peer_pid,
-            // Decided now, while the peer certainly exists; unsure counts as a tool.
-            peer_is_descendant: peer_pid.is_none_or(|p| is_descendant_of_self(p) != Some(false)),
+            peer_is_descendant: descendant,
             user: server.user.clone(),
             mtime: server.started,
             requests: Default::default(),
         };
         tracing::debug!(conn = info.id, ?peer_pid, "connection accepted");
         let (root, auth) = (root.clone(), auth.clone());
-        let conn = server.activity.connection();
+        let conn = server.activity.connection(descendant);
         tokio::spawn(async move {
             let id = info.id;
             toolsrv_vfs::serve_connection_with(stream, root, auth, info, limits).await;

@@ -11,6 +11,8 @@ pub(crate) struct Activity(Arc<ActivityInner>);
 
 struct ActivityInner {
     open: AtomicUsize,
+    /// Of those, connections of the server's own descendants (its tools).
+    descendants: AtomicUsize,
     ever: AtomicBool,
     started: Instant,
     last_busy: Mutex<Instant>,
@@ -20,6 +22,7 @@ impl Default for Activity {
     fn default() -> Self {
         Activity(Arc::new(ActivityInner {
             open: AtomicUsize::new(0),
+            descendants: AtomicUsize::new(0),
             ever: AtomicBool::new(false),
             started: Instant::now(),
             last_busy: Mutex::new(Instant::now()),
@@ -28,22 +31,42 @@ impl Default for Activity {
 }
 
 /// Held while a connection is open.
-pub(crate) struct ConnectionGuard(Activity);
+pub(crate) struct ConnectionGuard {
+    activity: Activity,
+    descendant: bool,
+}
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        self.0 .0.open.fetch_sub(1, Ordering::Relaxed);
-        self.0.touch();
+        let inner = &self.activity.0;
+        // Descendants first: `open` never reads below `descendants`.
+        if self.descendant {
+            inner.descendants.fetch_sub(1, Ordering::Relaxed);
+        }
+        inner.open.fetch_sub(1, Ordering::Relaxed);
+        self.activity.touch();
     }
 }
 
 impl Activity {
-    /// A connection opened; dropping the guard marks its close.
-    pub(crate) fn connection(&self) -> ConnectionGuard {
+    /// A connection opened (`descendant`: from one of the server's own
+    /// descendants); dropping the guard marks its close.
+    pub(crate) fn connection(&self, descendant: bool) -> ConnectionGuard {
         self.0.open.fetch_add(1, Ordering::Relaxed);
+        if descendant {
+            self.0.descendants.fetch_add(1, Ordering::Relaxed);
+        }
         self.0.ever.store(true, Ordering::Relaxed);
         self.touch();
-        ConnectionGuard(self.clone())
+        ConnectionGuard {
+            activity: self.clone(),
+            descendant,
+        }
+    }
+
+    /// Number of open connections of the server's own descendants.
+    pub(crate) fn descendant_connections(&self) -> usize {
+        self.0.descendants.load(Ordering::Relaxed)
     }
 
     pub(crate) fn touch(&self) {

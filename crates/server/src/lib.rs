@@ -33,6 +33,7 @@ mod config;
 mod exec;
 pub mod fdlimit;
 mod files;
+pub mod leaders;
 mod lifecycle;
 mod namespace;
 pub mod procs;
@@ -44,6 +45,7 @@ pub mod socket;
 mod sys;
 pub mod watchdog;
 
+pub use accept::DESCENDANT_CONNECTIONS;
 pub use config::ServeConfig;
 pub use lifecycle::run;
 pub use server::Server;

@@ -21,8 +21,9 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// The server's own files, which no sandbox rule may reach (CONTRACT §13).
 /// Hidden: the socket (a tool that connects to it approves its own bypass;
 /// one that replaces it collects the next client's secret), `<socket>.secret`,
-/// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md) and
-/// the `--secret-file`. Read-only: the policy file and its profiles directory
+/// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md),
+/// `<socket>.runs` (the watchdog's record of PID-namespace runs), the log
+/// file and the `--secret-file`. Read-only: the policy file and its profiles directory
 /// (a tool that writes them widens its next sandbox), the tools directory as
 /// configured and as served (a tool that writes there changes what the next
 /// call runs), the built-in tools cache, and the server's own executable.
@@ -39,10 +40,16 @@ fn server_files(
         .parent()
         .unwrap_or_else(|| std::path::Path::new(""))
         .join("sandbox");
-    let hidden = [config.listen.clone(), secret.into(), mcp_token.into()]
-        .into_iter()
-        .chain(config.secret_file.clone())
-        .collect();
+    let hidden = [
+        config.listen.clone(),
+        secret.into(),
+        mcp_token.into(),
+        crate::leaders::record_path(&config.listen),
+    ]
+    .into_iter()
+    .chain(config.secret_file.clone())
+    .chain(config.log.clone())
+    .collect();
     // grants.yaml (CONTRACT §15) joins this list where the server keeps one.
     let read_only = [
         config.sandbox.clone(),

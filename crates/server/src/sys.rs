@@ -111,6 +111,17 @@ pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
     zero_or_errno(unsafe { libc::kill(pid, sig) })
 }
 
+/// `getpgid(pid)`: the process group of `pid`.
+pub(crate) fn getpgid(pid: i32) -> io::Result<i32> {
+    // Safety: getpgid takes an integer only.
+    let g = unsafe { libc::getpgid(pid) };
+    if g < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(g)
+    }
+}
+
 /// `waitpid(pid, WNOHANG)`: whether the child `pid` was reaped.
 pub(crate) fn reap_if_exited(pid: i32) -> bool {
     let mut status = 0;
@@ -250,4 +261,59 @@ pub(crate) unsafe fn close(fd: RawFd) {
 pub(crate) fn exit_now(code: i32) -> ! {
     // Safety: _exit only ends the process; nothing of ours runs after it.
     unsafe { libc::_exit(code) }
+}
+
+/// `mmap(MAP_SHARED)` of the first `len` bytes of the file `fd` (which must be
+/// at least that long), readable and writable, shared with children forked
+/// later and with whoever maps the file; never unmapped.
+pub(crate) fn map_shared_file(fd: BorrowedFd<'_>, len: usize) -> io::Result<*mut u8> {
+    // Safety: a fresh shared mapping of a file we opened; no existing memory
+    // of ours is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// `pidfd_open(pid, 0)`: a descriptor that names process `pid` from now on,
+/// whatever happens to the number.
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // Safety: pidfd_open takes integers only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // Safety: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
+pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // Safety: no siginfo is passed (null); the rest are integers.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }

@@ -94,8 +94,27 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
     let containment = Arc::new(Containment::start(force_containment.as_deref()));
     config.filesystem = filesystem_mechanism(force_view.as_deref(), &containment);
     config.facts = Some(server_facts(&config, &identity, &containment));
-    let watchdog = match toolsrv_server::watchdog::Watchdog::start(containment.instance_dirs()) {
-        Ok(w) => Some(Arc::new(w)),
+    // In a PID namespace per run, the watchdog records each run's first
+    // process beside the socket, and kills what a dead server left there;
+    // not while a server answers on the socket (its runs are alive, and
+    // binding will fail). A socket passed by systemd is ours alone.
+    let first_processes = matches!(containment.mechanism(), Mechanism::PidNamespace { .. });
+    let record = (first_processes && (activated || !socket_answers(&config.listen)))
+        .then(|| toolsrv_server::leaders::record_path(&config.listen));
+    let watchdog = match toolsrv_server::watchdog::Watchdog::start(
+        containment.instance_dirs(),
+        first_processes,
+        record.as_deref(),
+    ) {
+        Ok(w) => {
+            if w.survivors_killed() > 0 {
+                tracing::warn!(
+                    killed = w.survivors_killed(),
+                    "killed the runs a dead server on this socket left"
+                );
+            }
+            Some(Arc::new(w))
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot start the watchdog process; tools may outlive a killed server");
             None
@@ -132,6 +151,11 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether a server listens on the socket `path` now.
+fn socket_answers(path: &std::path::Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
 }
 
 /// How many runtime worker threads to run: `TOKIO_WORKER_THREADS` when set
@@ -177,10 +201,12 @@ fn map_large_allocations() {
 /// where the hard limit does not allow it, serve fewer connections and say so.
 fn fit_descriptor_limit(config: &mut ServeConfig) {
     use toolsrv_server::fdlimit::{raise_nofile, HEADROOM};
-    let want = config.max_connections as u64 + HEADROOM;
+    // The tools' own connections have a budget beside --max-connections.
+    let tools = toolsrv_server::DESCENDANT_CONNECTIONS as u64;
+    let want = config.max_connections as u64 + tools + HEADROOM;
     match raise_nofile(want) {
         Ok(soft) if soft < want => {
-            let fit = usize::try_from(soft.saturating_sub(HEADROOM))
+            let fit = usize::try_from(soft.saturating_sub(HEADROOM + tools))
                 .unwrap_or(usize::MAX)
                 .max(1);
             tracing::warn!(
@@ -256,7 +282,11 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
         None => config_dir().join("sandbox.yaml"),
     };
     c.ollie = ollie;
-    c.log = a.log.map(|p| expand_tilde(&p));
+    // Absolute: it is one of the server's protected files.
+    c.log = a
+        .log
+        .map(|p| expand_tilde(&p))
+        .map(|p| std::path::absolute(&p).unwrap_or(p));
     c.default_timeout = a.default_timeout;
     c.gc_age = a.gc_age;
     c.bypass_timeout = a.bypass_timeout;
@@ -284,14 +314,18 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<ServeConfig> {
 }
 
 fn init_logging(c: &ServeConfig) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match &c.log {
         Some(path) => {
+            // Created 0600: the log names sockets, paths and commands of
+            // every run; an existing file keeps the mode its owner gave it.
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
                 .with_context(|| format!("--log {}: cannot open", path.display()))?;
             builder

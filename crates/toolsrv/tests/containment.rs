@@ -614,3 +614,348 @@ fn without_any_containment_a_strict_policy_refuses_to_start() {
     let err = refused_at_start(dir.path(), &p, &[("TOOLSRV_CONTAINMENT", "none")]);
     assert!(err.contains("no mechanism can contain a run"), "{err}");
 }
+
+/// The attack of issue 23, hole 3, as a tool of a PID-namespace run: the
+/// namespace's first process tries to clear its parent-death signal with a
+/// credential change (`setegid(1); setegid(0)`), clears it outright
+/// (`prctl(PR_SET_PDEATHSIG, 0)`), forks a child into a group of its own,
+/// tries to move into that group (so a `kill(-pgid)` of the run would miss
+/// it), records which of the two moves worked and waits. `marker` is in both
+/// processes' command lines.
+fn pidns_attack(marker: &str) -> String {
+    let script = "import os, sys, time, ctypes\n\
+        cred = \"no-setegid\"\n\
+        try:\n    os.setegid(1); os.setegid(0); cred = \"setegid\"\n\
+        except OSError:\n    pass\n\
+        ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n\
+        r, w = os.pipe()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    os.setpgid(0, 0); os.write(w, b\"x\"); time.sleep(300); os._exit(0)\n\
+        os.read(r, 1)\n\
+        group = \"own-group\"\n\
+        try:\n    os.setpgid(0, pid); group = \"left-group\"\n\
+        except OSError:\n    pass\n\
+        open(\"w/attack.tmp\", \"w\").write(cred + \" \" + group)\n\
+        os.rename(\"w/attack.tmp\", \"w/attack\")\n\
+        time.sleep(300)\n";
+    format!("exec /usr/bin/python3 -c '{script}' {marker}")
+}
+
+/// The pids (as this test sees them) of processes whose command line holds `marker`.
+fn pids_with_marker(marker: &str) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == marker.as_bytes()))
+                && !crate::procs_util::os_dead(*pid)
+        })
+        .collect()
+}
+
+/// Whether `pid` is gone (or a zombie).
+fn gone(pid: i32) -> bool {
+    crate::procs_util::os_dead(pid)
+}
+
+/// Field `n` (1-based) of `/proc/<pid>/stat`, fields after the command name only.
+fn stat_field(pid: i32, n: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// Starts the attack in a background run of a server forced into PID-namespace
+/// containment; returns the run's pid and the attack's two (host) pids once
+/// it is in place, after checking that the first process left its process
+/// group and could not change its credentials.
+fn pidns_attack_in_place(srv: &Server, c: &mut Raw, marker: &str) -> (u64, Vec<i32>) {
+    let run = bg(
+        c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", &pidns_attack(marker)),
+        ],
+    )
+    .expect("bg");
+    let done = dir_of(srv).join("w/attack");
+    let ready = wait_until(WAIT, || {
+        done.exists() && pids_with_marker(marker).len() == 2
+    });
+    let pids = pids_with_marker(marker);
+    if !ready {
+        kill_pids(&pids);
+        panic!(
+            "the attack did not get in place: {pids:?}, log: {}",
+            srv.log_text()
+        );
+    }
+    let first = pids
+        .iter()
+        .copied()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status")).is_ok_and(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("NSpid:") && l.trim_end().ends_with("\t1"))
+            })
+        })
+        .expect("the first process of the run's namespace");
+    let outcome = std::fs::read_to_string(&done).unwrap_or_default();
+    let in_own_group = stat_field(first, 5) == Some(i64::from(first));
+    if outcome != "no-setegid own-group" || !in_own_group {
+        kill_pids(&pids);
+    }
+    assert_eq!(
+        outcome, "no-setegid own-group",
+        "the namespace's first process changed its effective gid or left its process group"
+    );
+    assert!(in_own_group, "the first process left its group");
+    (run, pids)
+}
+
+/// Issue 23, hole 3: the first process of a PID-namespace run that cleared
+/// its parent-death signal and tried to leave its process group still dies
+/// with a server killed by SIGKILL (it leads a session, so it cannot leave
+/// its group; and the watchdog kills it by pidfd as well).
+#[test]
+fn in_a_pid_namespace_an_attacking_first_process_dies_with_a_killed_server() {
+    let (mut srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
+    let (_, pids) = pidns_attack_in_place(&srv, &mut c, "pidns-watchdog-7f3a");
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(srv.pid() as i32, libc::SIGKILL) };
+    let child = srv.child.as_mut().expect("child");
+    assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
+    srv.child = None;
+    let dead = wait_until(SERVER_END, || pids.iter().all(|p| gone(*p)));
+    let alive: Vec<i32> = pids.iter().copied().filter(|p| !gone(*p)).collect();
+    kill_pids(&pids);
+    assert!(
+        dead,
+        "the attack's processes after SIGKILL of the server: still alive after {SERVER_END:?}: {alive:?}"
+    );
+}
+
+/// Issue 23, hole 3, with the watchdog killed too (as `pkill -9 toolsrv`
+/// does): the next server on the same socket kills the survivors it finds in
+/// the dead server's record before it accepts a connection, and the human's
+/// client then gets in with its own secret.
+#[test]
+fn in_a_pid_namespace_the_next_server_kills_the_survivors_before_it_binds() {
+    let (mut srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
+    let dir = dir_of(&srv);
+    let socket = srv.socket.clone();
+    let (_, pids) = pidns_attack_in_place(&srv, &mut c, "pidns-restart-9c1e");
+    let server_pid = srv.pid();
+    let watchdog = children_of(server_pid)
+        .into_iter()
+        .filter(|p| !pids.contains(p))
+        .collect::<Vec<_>>();
+    assert!(!watchdog.is_empty(), "the server has no watchdog child");
+    kill_pids(&watchdog);
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(server_pid as i32, libc::SIGKILL) };
+    let child = srv.child.as_mut().expect("child");
+    assert!(wait_until(WAIT, || matches!(child.try_wait(), Ok(Some(_)))));
+    srv.child = None;
+    if pids.iter().any(|p| gone(*p)) {
+        kill_pids(&pids);
+        panic!("the attack died with the old server already: the test is not set up");
+    }
+    let _ = std::fs::remove_file(&socket);
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let mut next = std::process::Command::new(toolsrv_bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .arg("--cwd")
+        .arg(&dir)
+        .arg("--log")
+        .arg(dir2.path().join("server.log"))
+        .env("OLLIE_CFG_PATH", dir2.path().join("cfg"))
+        .env("TOOLSRV_CONTAINMENT", "pidns")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the next server");
+    let came_up = wait_until(WAIT, || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    let alive: Vec<i32> = pids.iter().copied().filter(|p| !gone(*p)).collect();
+    kill_pids(&pids);
+    let mine = dir2.path().join("mine.secret");
+    std::fs::write(&mine, "the-humans-secret-42").expect("secret");
+    std::fs::set_permissions(&mine, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let out = std::process::Command::new(toolsrv_bin())
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--secret-file")
+        .arg(&mine)
+        .arg("info")
+        .output()
+        .expect("run the client");
+    let log = std::fs::read_to_string(dir2.path().join("server.log")).unwrap_or_default();
+    // Safety: kill(2) of the server this test started.
+    unsafe { libc::kill(next.id() as i32, libc::SIGTERM) };
+    let _ = next.wait();
+    assert!(came_up, "the next server did not come up: {log}");
+    assert!(
+        alive.is_empty(),
+        "survivors alive when the next server accepted connections: {alive:?}; {log}"
+    );
+    assert!(
+        log.contains("killed the runs a dead server on this socket left"),
+        "{log}"
+    );
+    assert!(
+        out.status.success(),
+        "the human's client was refused: {out:?}"
+    );
+}
+
+/// The same attack against `kill`: `ctl kill` ends the run, and everything
+/// in its namespace.
+#[test]
+fn in_a_pid_namespace_an_attacking_first_process_dies_with_ctl_kill() {
+    let (_srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
+    let (run, pids) = pidns_attack_in_place(&_srv, &mut c, "pidns-ctlkill-4d2b");
+    c.write(&format!("proc/{run}/ctl"), "kill")
+        .expect("ctl kill");
+    let dead = wait_until(RUN_END, || pids.iter().all(|p| gone(*p)));
+    let alive: Vec<i32> = pids.iter().copied().filter(|p| !gone(*p)).collect();
+    kill_pids(&pids);
+    assert!(
+        dead,
+        "the attack's processes after ctl kill: still alive: {alive:?}"
+    );
+    let st = final_stat(&mut c, run);
+    assert_eq!(st["state"], "killed", "{st}");
+}
+
+/// A tool whose first process moves into its child's process group, so that
+/// a signal to the run's group misses it, then records `w/<marker>` and
+/// waits. `marker` is in both processes' command lines.
+fn group_leaver(marker: &str) -> String {
+    let script = "import os, sys, time\n\
+        r, w = os.pipe()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    os.setpgid(0, 0); os.write(w, b\"x\"); time.sleep(300); os._exit(0)\n\
+        os.read(r, 1)\n\
+        os.setpgid(0, pid)\n\
+        open(\"w/\" + sys.argv[1], \"w\").write(\"left\")\n\
+        time.sleep(300)\n";
+    format!("exec /usr/bin/python3 -c '{script}' {marker}")
+}
+
+/// The pids of a [`group_leaver`] once it has left its group.
+fn left_group(srv: &Server, marker: &str) -> Vec<i32> {
+    let done = dir_of(srv).join(format!("w/{marker}"));
+    let ready = wait_until(WAIT, || {
+        done.exists() && pids_with_marker(marker).len() == 2
+    });
+    let pids = pids_with_marker(marker);
+    if !ready {
+        kill_pids(&pids);
+        panic!("the tool did not leave its group: {pids:?}");
+    }
+    pids
+}
+
+/// A tool's first process that moved out of its process group is still
+/// reached by `ctl kill` and by the timeout (the group signal goes to it
+/// through its pidfd too): before, both missed it and the run never ended.
+#[test]
+fn a_tool_that_left_its_process_group_dies_with_ctl_kill_and_its_timeout() {
+    let (srv, mut c) = server(None, &[], &[]);
+    let run = bg(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("command", &group_leaver("leaver-kill-31b7")),
+        ],
+    )
+    .expect("bg");
+    let pids = left_group(&srv, "leaver-kill-31b7");
+    c.write(&format!("proc/{run}/ctl"), "kill")
+        .expect("ctl kill");
+    let dead = wait_until(RUN_END, || pids.iter().all(|p| gone(*p)));
+    kill_pids(&pids);
+    assert!(dead, "ctl kill missed a tool that left its group");
+    let st = final_stat(&mut c, run);
+    assert_eq!(st["state"], "killed", "{st}");
+
+    let r = crate::procs_util::call(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            ("timeout", "2s"),
+            ("command", &group_leaver("leaver-timeout-31b7")),
+        ],
+    );
+    assert!(error_text(&r).contains("timed out"), "{r}");
+    assert!(
+        pids_with_marker("leaver-timeout-31b7").is_empty(),
+        "the timed-out tool is still alive"
+    );
+}
+
+/// A second server started by mistake on the socket of a live PID-namespace
+/// server refuses to start, and leaves the live server's runs and record alone.
+#[test]
+fn in_a_pid_namespace_a_second_server_on_a_live_socket_kills_nothing() {
+    let (srv, mut c) = server(None, &[("TOOLSRV_CONTAINMENT", "pidns")], &[]);
+    let marker = "pidns-live-6e0d";
+    bg(
+        &mut c,
+        &[
+            ("tool", "shell"),
+            ("agent", "a1"),
+            (
+                "command",
+                &format!("exec /usr/bin/python3 -c 'import time; time.sleep(300)' {marker}"),
+            ),
+        ],
+    )
+    .expect("bg");
+    assert!(wait_until(WAIT, || pids_with_marker(marker).len() == 1));
+    let pids = pids_with_marker(marker);
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let mut out = std::process::Command::new(toolsrv_bin())
+        .arg("serve")
+        .arg("--listen")
+        .arg(&srv.socket)
+        .arg("--cwd")
+        .arg(dir_of(&srv))
+        .arg("--log")
+        .arg(dir2.path().join("server.log"))
+        .env("OLLIE_CFG_PATH", dir2.path().join("cfg"))
+        .env("TOOLSRV_CONTAINMENT", "pidns")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run the second server");
+    let mut status = None;
+    wait_until(WAIT, || {
+        status = out.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = out.kill();
+        let _ = out.wait();
+    }
+    let alive = pids.iter().all(|p| !gone(*p));
+    kill_pids(&pids);
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the second server did not refuse to start: {status:?}"
+    );
+    assert!(alive, "the second server killed the live server's run");
+}

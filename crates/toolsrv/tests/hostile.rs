@@ -29,6 +29,11 @@ fn try_authed(srv: &Server, secret: &str) -> Option<(Raw, String)> {
 /// A fresh connection that got its `Rversion` within 2 s, or `None` when the
 /// server closes it first.
 fn try_versioned(srv: &Server) -> Option<Raw> {
+    try_versioned_with(srv, 65536)
+}
+
+/// [`try_versioned`] asking for `msize`.
+fn try_versioned_with(srv: &Server, msize: u32) -> Option<Raw> {
     let s = std::os::unix::net::UnixStream::connect(&srv.socket).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     let mut r = Raw::from_stream(s);
@@ -37,7 +42,7 @@ fn try_versioned(srv: &Server) -> Option<Raw> {
         &Frame {
             tag: NOTAG,
             body: Body::Tversion {
-                msize: 65536,
+                msize,
                 version: "9P2000".into(),
             },
         },
@@ -583,4 +588,294 @@ fn out_of_descriptors_new_connections_are_shed_and_served_again_once_free() {
     );
     let r = call_shell(&mut c, "echo served");
     assert_eq!(ok_text(&r), "served\n");
+}
+
+/// Issue 23, hole 5: 1,020 connections that never attach, each announcing a
+/// 1 MiB frame after its `Tversion` (half of them a frame just under the
+/// pre-attach limit, sent in part), keep the server's memory growth under
+/// 64 MiB, and what grew is given back once they close.
+#[test]
+fn pre_auth_connections_announcing_large_frames_do_not_grow_the_server() {
+    const CONNS: usize = 1020;
+    let srv = Launch::new().start();
+    let pid = srv.pid();
+    // A first client, so the baseline includes a served connection.
+    drop(try_versioned(&srv).expect("versioned"));
+    let base = vm_rss_kib(pid).unwrap_or(0);
+    let mut conns = Vec::with_capacity(CONNS);
+    for i in 0..CONNS {
+        let Some(mut r) = try_versioned_with(&srv, 1 << 20) else {
+            panic!(
+                "connection {i} was not served; log:\n{}",
+                tail(&srv.log_text())
+            );
+        };
+        // A Twrite header announcing its size; only the first bytes follow.
+        let size: u32 = if i % 2 == 0 { 1 << 20 } else { 8000 };
+        let mut head = size.to_le_bytes().to_vec();
+        head.extend_from_slice(&[118, 1, 0]);
+        head.extend_from_slice(&[0u8; 100]);
+        r.s.write_all(&head).expect("write the frame's start");
+        conns.push(r);
+    }
+    // The server has read what was sent once it answered a later client.
+    drop(try_versioned(&srv).expect("versioned after the flood"));
+    let mut peak = 0;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        peak = peak.max(vm_rss_kib(pid).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grew_mib = peak.saturating_sub(base) / 1024;
+    drop(conns);
+    let returned = wait_until(Duration::from_secs(10), || {
+        vm_rss_kib(pid).unwrap_or(0).saturating_sub(base) < 16 << 10
+    });
+    let after = vm_rss_kib(pid).unwrap_or(0);
+    eprintln!(
+        "VmRSS: {base} KiB before, {peak} KiB at the peak with {CONNS} pre-attach connections, {after} KiB after they closed"
+    );
+    assert!(grew_mib < 64, "the server grew by {grew_mib} MiB");
+    assert!(
+        returned,
+        "the server kept {} MiB after the connections closed",
+        after.saturating_sub(base) / 1024
+    );
+}
+
+/// A client command against `srv` (its default secret file), bounded in
+/// time: whether it succeeded, and its output.
+fn cli(srv: &Server, args: &[&str]) -> (bool, String) {
+    let mut child = Command::new(toolsrv_bin())
+        .current_dir(srv.cwd())
+        .arg("--socket")
+        .arg(&srv.socket)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the client");
+    let mut status = None;
+    wait_until(Duration::from_secs(20), || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("client output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (status.is_some_and(|s| s.success()), text)
+}
+
+/// A tool that holds as many connections to `socket` as it can, up to 1,100
+/// (two processes of 550), opening a new one for each the server closes (at
+/// most 50 per round of 50 ms), for at most 120 s. Each process records how
+/// many connections it opened in `w/flood.<pid>`.
+fn flood_tool(socket: &std::path::Path) -> String {
+    let script = "import os, socket, sys, time, select\n\
+        path = sys.argv[1]\n\
+        os.fork()\n\
+        socks = {}\n\
+        p = select.poll()\n\
+        opened = 0\n\
+        end = time.time() + 120\n\
+        while time.time() < end:\n\
+        \x20   fresh = 0\n\
+        \x20   while len(socks) < 550 and fresh < 50:\n\
+        \x20       s = socket.socket(socket.AF_UNIX)\n\
+        \x20       try:\n\
+        \x20           s.connect(path)\n\
+        \x20       except OSError:\n\
+        \x20           s.close(); break\n\
+        \x20       socks[s.fileno()] = s; p.register(s, select.POLLIN); opened += 1; fresh += 1\n\
+        \x20   for fd, ev in p.poll(50):\n\
+        \x20       p.unregister(fd); socks.pop(fd).close()\n\
+        \x20   tmp = \"w/flood.%d.tmp\" % os.getpid()\n\
+        \x20   open(tmp, \"w\").write(str(opened))\n\
+        \x20   os.rename(tmp, \"w/flood.%d\" % os.getpid())\n\
+        \x20   time.sleep(0.05)\n";
+    format!("exec /usr/bin/python3 -c '{script}' {}", socket.display())
+}
+
+/// Connections the flood of [`flood_tool`] opened so far, over its processes.
+fn flood_opened(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir.join("w"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.starts_with("flood.") && !n.ends_with(".tmp")
+                })
+                .filter_map(|e| {
+                    std::fs::read_to_string(e.path())
+                        .ok()?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Issue 23, hole 4: a background tool holding 1,100 connections to its own
+/// server (reopening each one the server closes) does not lock the human
+/// out: `call`, `approve` of a bypass request and `kill` of the flood itself
+/// all work while it runs.
+#[test]
+fn a_tool_flooding_the_socket_leaves_the_humans_call_kill_and_approve_working() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().to_path_buf();
+    std::fs::create_dir(cwd.join("w")).expect("w");
+    let srv = Launch::new()
+        .cwd_dir(dir)
+        .listen(&cwd.join("toolsrv.sock"))
+        .start();
+    let (ok, out) = cli(&srv, &["load", "a1", "shell"]);
+    assert!(ok, "load: {out}");
+    let command = format!("command={}", flood_tool(&srv.socket));
+    let (ok, flood) = cli(&srv, &["bg", "--agent", "a1", "shell", &command]);
+    assert!(ok, "bg: {flood}");
+    let flood = flood.lines().next().unwrap_or_default().trim().to_string();
+    let in_place = wait_until(Duration::from_secs(30), || flood_opened(&cwd) >= 1100);
+    assert!(
+        in_place,
+        "the flood opened only {} connections; log:\n{}",
+        flood_opened(&cwd),
+        tail(&srv.log_text())
+    );
+    let mut served = 0;
+    for i in 0..5 {
+        let (ok, out) = cli(
+            &srv,
+            &[
+                "call",
+                "--agent",
+                "a1",
+                "shell",
+                &format!("command=echo served {i}"),
+            ],
+        );
+        if ok && out.contains(&format!("served {i}")) {
+            served += 1;
+        } else {
+            eprintln!("call {i}: {out}");
+        }
+    }
+    let (ok, bypass) = cli(
+        &srv,
+        &[
+            "bg",
+            "--bypass",
+            "--agent",
+            "a1",
+            "shell",
+            "command=echo bypassed",
+        ],
+    );
+    let bypass = bypass.lines().next().unwrap_or_default().trim().to_string();
+    let mut id = None;
+    if ok {
+        wait_until(WAIT, || {
+            let (_, pending) = cli(&srv, &["pending", "--json"]);
+            id = pending.lines().find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                Some(v["id"].as_str()?.to_string())
+            });
+            id.is_some()
+        });
+    }
+    let approved = id
+        .as_deref()
+        .is_some_and(|id| cli(&srv, &["approve", id]).0);
+    let ran = approved && wait_until(WAIT, || cli(&srv, &["out", &bypass]).1.contains("bypassed"));
+    let (killed, kill_out) = cli(&srv, &["kill", &flood]);
+    let log = tail(&srv.log_text());
+    assert_eq!(
+        served, 5,
+        "{served} of 5 calls were served during the flood; log:\n{log}"
+    );
+    assert!(
+        approved,
+        "the bypass request could not be approved (bg: {bypass}); log:\n{log}"
+    );
+    assert!(ran, "the approved run did not run; log:\n{log}");
+    assert!(killed, "kill of the flood failed: {kill_out}; log:\n{log}");
+}
+
+/// Issue 23, hole 6: the server's runtime workers carry the confined runs'
+/// seccomp filter once they started a confined tool, and that filter answers
+/// `openat2` with `ENOSYS`. The server's own lookups on those threads must
+/// not conclude that the kernel has no `openat2` and fall back, for the whole
+/// process, to a walk that refuses symbolic links: a `cwd` reached through a
+/// relative link that stays inside `--cwd` keeps working, call after call.
+#[test]
+fn a_symlinked_cwd_keeps_working_after_confined_calls() {
+    let srv = Launch::new().arg("--no-auth").start();
+    let root = srv.cwd().to_path_buf();
+    std::fs::create_dir_all(root.join("real/sub")).expect("real/sub");
+    std::os::unix::fs::symlink("real", root.join("link")).expect("link");
+    let mut c = srv.attached();
+    load(&mut c, "a1", "shell");
+    let want = std::fs::canonicalize(root.join("real/sub")).expect("canonical");
+    for i in 0..6 {
+        // Confined calls first, so every worker carries the filter.
+        let r = call_shell(&mut c, "true");
+        assert_eq!(r["isError"], false, "call {i}: {r}");
+        let r = call(
+            &mut c,
+            &[
+                ("tool", "shell"),
+                ("agent", "a1"),
+                ("cwd", "link/sub"),
+                ("command", "pwd -P"),
+            ],
+        );
+        assert_eq!(r["isError"], false, "call {i} in link/sub: {r}");
+        assert_eq!(ok_text(&r).trim(), want.display().to_string(), "call {i}");
+    }
+}
+
+/// Issue 23, hole 6: the `--log` file is created mode 0600 and is one of the
+/// server's protected files: a tool whose writable rule covers it can
+/// neither read it nor write it.
+#[test]
+fn the_log_file_is_private_and_out_of_the_tools_reach() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().to_path_buf();
+    std::fs::create_dir(cwd.join("w")).expect("w");
+    let log = cwd.join("w/server.log");
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .cwd_dir(dir)
+        .log(&log)
+        .start();
+    let mode = std::fs::metadata(&log).expect("log").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the log file's mode is {mode:o}");
+    let mut c = srv.attached();
+    load(&mut c, "a1", "shell");
+    let r = call_shell(
+        &mut c,
+        "echo forged >> w/server.log; grep -c 'toolsrv serving' w/server.log; true",
+    );
+    let text = ok_text(&r);
+    assert!(
+        !std::fs::read_to_string(&log)
+            .expect("log")
+            .contains("forged"),
+        "a tool wrote into the log"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.trim().parse::<u32>().is_ok_and(|n| n > 0)),
+        "a tool read the log: {text}"
+    );
 }

@@ -133,7 +133,19 @@ impl Drop for HttpBridge {
 }
 
 fn http_bridge(srv: &Server, agent: &str, listen: &str) -> HttpBridge {
-    let mut child = Command::new(toolsrv_bin())
+    http_bridge_with(srv, agent, listen, |_| {})
+}
+
+/// [`http_bridge`], with `tweak` applied to the command first.
+fn http_bridge_with(
+    srv: &Server,
+    agent: &str,
+    listen: &str,
+    tweak: impl FnOnce(&mut Command),
+) -> HttpBridge {
+    let mut cmd = Command::new(toolsrv_bin());
+    tweak(&mut cmd);
+    let mut child = cmd
         .arg("--socket")
         .arg(&srv.socket)
         .args([
@@ -364,4 +376,118 @@ fn the_mcp_inspector_cli_reaches_http_with_the_bearer_header() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(said.contains("bearer token"), "{said}");
+}
+
+/// One raw HTTP/1.1 POST over TCP to `url`'s host: (status line, answer).
+fn post_tcp(url: &str, token: &str, body: &str) -> (String, String) {
+    let host = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .expect("host in url");
+    let mut s = std::net::TcpStream::connect(host).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out.lines().next().unwrap_or_default().to_string();
+    (status, out)
+}
+
+/// Whether the peer closed `s` (end of file, or an error) within `limit`.
+fn closed_within(s: &mut std::net::TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(limit)).expect("timeout");
+    let mut b = [0u8; 1];
+    !matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut)
+}
+
+/// Issue 23, hole 6: 1,000 idle connections (a bridge whose descriptor limit
+/// is 512, so they would exhaust it) do not keep the bridge from serving its
+/// client, and an idle connection is closed after the header-read timeout.
+#[test]
+fn http_an_idle_connection_flood_leaves_the_client_served() {
+    let (srv, _outside) = server();
+    let b = http_bridge_with(&srv, "f1", "127.0.0.1:0", |cmd| {
+        use std::os::unix::process::CommandExt;
+        // Safety: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let mut l = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+                l.rlim_cur = 512.min(l.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+                Ok(())
+            });
+        }
+    });
+    let host = b.url["http://".len()..]
+        .split('/')
+        .next()
+        .expect("host")
+        .to_string();
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        match std::net::TcpStream::connect(&host) {
+            Ok(s) => idle.push(s),
+            Err(e) => panic!("connect {host}: {e}"),
+        }
+    }
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let (status, body) = post_tcp(&b.url, &b.token, init);
+    assert!(
+        status.contains(" 200 "),
+        "the client was not served: {status:?}\n{body}"
+    );
+    assert!(body.contains(r#""name":"toolsrv""#), "{body}");
+    let mut last = idle.pop().expect("an idle connection");
+    drop(idle);
+    assert!(
+        closed_within(&mut last, Duration::from_secs(20)),
+        "an idle connection stayed open past the header-read timeout"
+    );
+}
+
+/// Issue 23, hole 6: `--http <path>` where a regular file lies is refused,
+/// and the file is kept as it was.
+#[test]
+fn http_never_replaces_a_regular_file_at_its_socket_path() {
+    let (srv, _outside) = server();
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, "precious\n").expect("write");
+    let mut child = Command::new(toolsrv_bin())
+        .arg("--socket")
+        .arg(&srv.socket)
+        .args(["mcp", "--agent", "x", "--http"])
+        .arg(&path)
+        .env_remove("TOOLSRV_SECRET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run");
+    // A bridge that took the path serves until killed: bounded here.
+    let mut status = None;
+    crate::util::wait_until(Duration::from_secs(10), || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("bridge output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{err}");
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("the file is still there"),
+        "precious\n"
+    );
 }

@@ -287,3 +287,56 @@ fn init_writes_the_builtins_without_overwriting() {
     assert_eq!(std::fs::read_to_string(&policy).unwrap(), "# mine\n");
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing written"));
 }
+
+/// Issue 23, hole 6: a file `toolsrv init` did not write is kept, but never
+/// silently: a changed policy, a tool that is not a built-in, and a symbolic
+/// link where a built-in would go are each reported on standard error.
+#[test]
+fn init_reports_the_files_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(dir.path().join("sandbox.yaml"), "# planted\n").unwrap();
+    std::fs::write(tools.join("evil"), "#!/bin/sh\n# planted\n").unwrap();
+    std::os::unix::fs::symlink("/bin/sh", tools.join("shell")).unwrap();
+    let out = std::process::Command::new(toolsrv_bin())
+        .args(["init", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "kept {}",
+            dir.path().join("sandbox.yaml").display()
+        )) && err.contains("differs from the built-in policy"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("found {}", tools.join("evil").display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "kept {}: a symbolic link",
+            tools.join("shell").display()
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("sandbox.yaml")).unwrap(),
+        "# planted\n"
+    );
+    // What init wrote itself is not reported the next time.
+    let again = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let out = std::process::Command::new(toolsrv_bin())
+            .args(["init", "--dir"])
+            .arg(again.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{out:?}");
+    }
+}

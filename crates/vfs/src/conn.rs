@@ -1,10 +1,11 @@
 //! The per-connection loop: reads frames from the byte stream, hands each
 //! request to `dispatch`, and writes the replies it queued.
 
+use std::io::Cursor;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, BufReader, Chain};
 use toolsrv_wire::{decode, Body, DecodeError, HEADER_LEN};
 
 use crate::auth::Auth;
@@ -13,7 +14,18 @@ use crate::dispatch::{Conn, Handled};
 use crate::limits::{Limits, RequestBudget};
 use crate::node::Node;
 use crate::outbox::Outbox;
+use crate::preauth::{Charge, PRE_AUTH_BUFFER, PRE_AUTH_MSIZE};
 use crate::writer::Writer;
+
+/// The read buffer of an attached connection.
+const READ_BUFFER: usize = 64 << 10;
+/// A frame's buffer grows by at most this much ahead of the bytes that
+/// arrived: an announced length is never allocated before its bytes come.
+const GROW_STEP: u64 = 64 << 10;
+
+/// The connection's buffered reader: bytes read ahead when the buffer was
+/// replaced come first (see [`enlarge`]), then the stream.
+type Reader<R> = BufReader<Chain<Cursor<Vec<u8>>, R>>;
 
 /// [`serve_connection_with`] the default [`Limits`] (no auth timeout).
 pub async fn serve_connection<S>(stream: S, root: Node, auth: Arc<dyn Auth>, info: ConnInfo)
@@ -25,9 +37,10 @@ where
 
 /// Serve one connection over `stream` (a Unix socket, an in-memory pipe,
 /// any byte stream) until the peer closes it, sends a frame too short to
-/// hold a header, or has not attached within `limits.auth_timeout`. On return
-/// every fid has been clunked (close hooks ran) and every waiting request
-/// abandoned.
+/// hold a header, or has not attached within `limits.auth_timeout`. Until it
+/// attaches, it is bounded as [`crate::preauth`] says (a connection for which
+/// the pre-attach budget has no room is closed at once). On return every fid
+/// has been clunked (close hooks ran) and every waiting request abandoned.
 pub async fn serve_connection_with<S>(
     stream: S,
     root: Node,
@@ -37,6 +50,13 @@ pub async fn serve_connection_with<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    let Some(charge) = Charge::take() else {
+        tracing::debug!(
+            conn = info.id,
+            "the buffers of connections not yet attached are at their budget; closing connection"
+        );
+        return;
+    };
     let (rd, wr) = tokio::io::split(stream);
     info.requests = RequestBudget::new(limits.max_request_bytes);
     let conn = Arc::new(Conn::new(
@@ -47,7 +67,7 @@ pub async fn serve_connection_with<S>(
         Writer::new(Box::new(wr)),
     ));
     tokio::select! {
-        () = read_loop(conn.clone(), rd) => {}
+        () = read_loop(conn.clone(), rd, charge) => {}
         () = auth_deadline(&conn) => {
             tracing::debug!(conn = conn.info.id, "not attached within the auth timeout; closing connection");
         }
@@ -68,8 +88,12 @@ async fn auth_deadline(conn: &Conn) {
 }
 
 /// Read and handle requests until the peer closes or breaks framing.
-async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R) {
-    let mut reader = BufReader::with_capacity(64 * 1024, rd);
+/// `charge` is the connection's share of the pre-attach budget, held (with a
+/// small buffer and frame limit) until it attaches.
+async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R, charge: Charge) {
+    let mut charge = Some(charge);
+    let mut reader: Reader<R> =
+        BufReader::with_capacity(PRE_AUTH_BUFFER, Cursor::new(Vec::new()).chain(rd));
     let mut out = Outbox::default();
     let mut frame = Vec::new();
     // The tag of the last request handled, if it waits in a task of its own.
@@ -106,6 +130,15 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R) {
             );
             break;
         }
+        if charge.is_some() && n > PRE_AUTH_MSIZE {
+            tracing::debug!(
+                conn = conn.info.id,
+                size = n,
+                limit = PRE_AUTH_MSIZE,
+                "frame larger than allowed before attach; closing connection"
+            );
+            break;
+        }
         if n > conn.msize.load(Ordering::Relaxed) {
             let mut hdr = [0u8; 3];
             if reader.read_exact(&mut hdr).await.is_err() {
@@ -124,9 +157,12 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R) {
         }
         frame.clear();
         frame.extend_from_slice(&size);
-        frame.resize(n as usize, 0);
-        if reader.read_exact(&mut frame[4..]).await.is_err() {
-            break;
+        // Grown as the bytes arrive, never to an announced length up front.
+        let body = u64::from(n) - 4;
+        frame.reserve(body.min(GROW_STEP) as usize);
+        match (&mut reader).take(body).read_to_end(&mut frame).await {
+            Ok(k) if k as u64 == body => {}
+            _ => break,
         }
         waiting_last = match decode(&frame) {
             Ok(f) => match conn.handle(f, &mut out) {
@@ -139,6 +175,10 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R) {
                 None
             }
         };
+        if charge.is_some() && conn.attached.load(Ordering::Acquire) {
+            charge = None;
+            reader = enlarge(reader);
+        }
         // Reply data queued at once must fit the reply budget; when it does not,
         // it is written now, and no request is read until the peer took it.
         let n = out.unaccounted();
@@ -156,6 +196,17 @@ async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, rd: R) {
     }
     // Held replies too, for a peer that only shut down its sending side.
     let _ = conn.writer.send(&mut out).await;
+}
+
+/// `small`'s stream behind a buffer of [`READ_BUFFER`] bytes, the bytes
+/// `small` had read ahead first.
+fn enlarge<R: AsyncRead + Unpin>(small: Reader<R>) -> Reader<R> {
+    // In order: what the buffer holds, what the cursor has not given yet, the stream.
+    let mut ahead = small.buffer().to_vec();
+    let (earlier, stream) = small.into_inner().into_inner();
+    let at = usize::try_from(earlier.position()).unwrap_or(usize::MAX);
+    ahead.extend_from_slice(earlier.get_ref().get(at..).unwrap_or_default());
+    BufReader::with_capacity(READ_BUFFER, Cursor::new(ahead).chain(stream))
 }
 
 /// Whether `buf` starts with a complete frame (so reading it cannot wait).

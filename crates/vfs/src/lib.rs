@@ -33,6 +33,7 @@ mod inflight;
 pub mod limits;
 pub mod node;
 mod outbox;
+pub mod preauth;
 mod replies;
 pub mod tree;
 mod writer;

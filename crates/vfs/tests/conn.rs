@@ -647,3 +647,77 @@ async fn serve_connection_takes_any_byte_stream() {
     let f = read_reply(&mut client).await;
     assert!(matches!(f.body, Body::Rversion { msize: 4096, .. }));
 }
+
+/// Frames sent in one write with the attach (read ahead into the small
+/// pre-attach buffer) are served after it, in order, once the connection
+/// switches to its larger buffer.
+#[tokio::test]
+async fn requests_pipelined_behind_the_attach_are_served_in_order() {
+    let mut p = Peer::with(Limits::default());
+    let r = p
+        .rpc(
+            NOTAG,
+            Body::Tversion {
+                msize: 65536,
+                version: "9P2000".into(),
+            },
+        )
+        .await;
+    assert!(matches!(r, Body::Rversion { .. }), "{r:?}");
+    let mut bytes = encode_to_vec(&Frame {
+        tag: 1,
+        body: attach(0),
+    });
+    for (i, tag) in (2..40u16).enumerate() {
+        let fid = 1 + i as u32;
+        bytes.extend(encode_to_vec(&Frame {
+            tag,
+            body: Body::Twalk {
+                fid: 0,
+                newfid: fid,
+                wnames: vec!["sub".into(), "deep".into()],
+            },
+        }));
+    }
+    p.send_raw(&bytes).await;
+    let f = p.recv().await;
+    assert!(matches!(f.body, Body::Rattach { .. }), "{f:?}");
+    for tag in 2..40u16 {
+        let f = p.recv().await;
+        assert_eq!(f.tag, tag);
+        assert_eq!(wqids(f.body).len(), 2);
+    }
+}
+
+/// Before the attach, a frame larger than 8 KiB closes the connection (its
+/// announced length is never allocated); after it, the msize agreed applies.
+#[tokio::test]
+async fn a_large_frame_before_the_attach_closes_the_connection() {
+    let mut p = Peer::with(Limits::default());
+    let r = p
+        .rpc(
+            NOTAG,
+            Body::Tversion {
+                msize: 1 << 20,
+                version: "9P2000".into(),
+            },
+        )
+        .await;
+    assert!(
+        matches!(r, Body::Rversion { msize, .. } if msize == 1 << 20),
+        "{r:?}"
+    );
+    let mut frame = (1u32 << 20).to_le_bytes().to_vec();
+    frame.extend_from_slice(&[118, 5, 0]);
+    p.send_raw(&frame).await;
+    let mut b = [0u8; 1];
+    let n = tokio::time::timeout(WAIT, p.io.read(&mut b))
+        .await
+        .expect("closed in time")
+        .expect("read");
+    assert_eq!(n, 0, "the connection stayed open");
+    tokio::time::timeout(WAIT, p.server)
+        .await
+        .expect("served to the end")
+        .expect("no panic");
+}

@@ -84,13 +84,34 @@ fn keep_mask() -> [u32; 2] {
     mask
 }
 
+/// `CAP_SETGID` and `CAP_SETUID`.
+const SETID: [u32; 2] = [6, 7];
+
 /// What a confined child should set: the current capabilities within
 /// [`KEEP`], none inheritable. `None` when that changes nothing (a server
 /// that is neither root nor in its own user namespace usually holds no
 /// capabilities at all).
 pub fn reduced() -> io::Result<Option<Caps>> {
+    reduced_to(keep_mask())
+}
+
+/// [`reduced`] without `CAP_SETUID` and `CAP_SETGID`: for the first process
+/// of a PID namespace, which must not be able to change its credentials (the
+/// kernel clears the parent-death signal on any change of the effective or
+/// file-system ids, `setegid(1); setegid(0)` included). Always `Some` when
+/// the current set holds either.
+pub fn reduced_without_setid() -> io::Result<Option<Caps>> {
+    let mut mask = keep_mask();
+    for cap in SETID {
+        mask[(cap / 32) as usize] &= !(1 << (cap % 32));
+    }
+    reduced_to(mask)
+}
+
+/// The current capabilities within `mask`, none inheritable; `None` when
+/// that changes nothing.
+fn reduced_to(mask: [u32; 2]) -> io::Result<Option<Caps>> {
     let now = current()?;
-    let mask = keep_mask();
     let mut want = now;
     for (w, m) in want.iter_mut().zip(mask) {
         w.effective &= m;

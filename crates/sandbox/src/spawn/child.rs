@@ -20,7 +20,7 @@ const MAX_SIGNAL: c_int = 64;
 pub(crate) enum Stage {
     /// Resetting signal dispositions or the signal mask.
     Signals = 1,
-    /// `setpgid(0, 0)`.
+    /// `setpgid(0, 0)`, or `setsid()` for the first process of a PID namespace.
     ProcessGroup = 2,
     /// `prctl(PR_SET_PDEATHSIG)`.
     DeathSignal = 3,
@@ -155,7 +155,7 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
         // inside the view), and Landlock applies in it.
         sys::setns(args.mount_ns, libc::CLONE_NEWNS).at(Stage::View)?;
     }
-    sys::setpgid(0, 0).at(Stage::ProcessGroup)?;
+    lead_own_group(args).at(Stage::ProcessGroup)?;
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;
     // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
     // (In a new PID namespace the parent is outside it and reads as 0; the
@@ -191,6 +191,21 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     // strings and null-terminated arrays, alive until this child has exec'd.
     let errno = unsafe { sys::execve(args.program, args.argv, args.envp) };
     Err((Stage::Exec, errno))
+}
+
+/// Makes the child the leader of a process group of its own. The first
+/// process of a PID namespace leads a session of its own too: a session
+/// leader can never move to another group, so a signal to its group always
+/// reaches it; and a namespace's first process that joined the group of a
+/// process inside the namespace could never finish exiting (the kernel
+/// waits for every pid of the namespace to be freed, the one it holds as its
+/// group included), leaving the run unable to end (docs/containment.md).
+fn lead_own_group(args: &ChildArgs) -> Result<(), sys::Errno> {
+    if args.join.new_pid_ns {
+        sys::setsid()
+    } else {
+        sys::setpgid(0, 0)
+    }
 }
 
 /// `fchdir` to the working directory's descriptor, else `chdir` to its path.

@@ -119,20 +119,41 @@ impl Child {
         }
     }
 
-    /// Sends `sig` to the child's whole process group. A group that no longer exists
-    /// (`ESRCH`) is not an error.
+    /// Sends `sig` to the child's whole process group, and to the child itself
+    /// (through its pidfd) when it has left that group (`setpgid` into another
+    /// one): a tool cannot make itself deaf to its run's signals that way. A
+    /// group or child that no longer exists (`ESRCH`) is not an error.
     pub fn signal_group(&self, sig: i32) -> io::Result<()> {
         // Safety: kill has no memory arguments; a negative pid addresses the group.
         let ret = unsafe { libc::kill(-self.pid, sig) };
-        if ret == 0 {
-            return Ok(());
+        if ret != 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::ESRCH) {
+                return Err(err);
+            }
         }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::ESRCH) {
-            Ok(())
-        } else {
-            Err(err)
+        // Safety: getpgid has no memory arguments. The pid is the child's
+        // until it is reaped (by this value's owner), so it names the child.
+        let group = unsafe { libc::getpgid(self.pid) };
+        if group >= 0 && group != self.pid {
+            // Safety: the pidfd is ours and open; no siginfo is passed.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    self.pidfd.as_raw_fd(),
+                    sig,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            };
+            if r != 0 {
+                let err = io::Error::last_os_error();
+                if err.raw_os_error() != Some(libc::ESRCH) {
+                    return Err(err);
+                }
+            }
         }
+        Ok(())
     }
 }
 

@@ -57,6 +57,12 @@ pub(crate) fn setpgid(pid: libc::pid_t, pgid: libc::pid_t) -> Result<(), Errno> 
     .map(drop)
 }
 
+/// `setsid()`: a new session and process group, led by this process.
+#[inline(always)]
+pub(crate) fn setsid() -> Result<(), Errno> {
+    integers(libc::SYS_setsid, [0; 6]).map(drop)
+}
+
 /// `prctl(PR_SET_PDEATHSIG, sig)`: `sig` arrives when the parent thread exits.
 #[inline(always)]
 pub(crate) fn set_parent_death_signal(sig: c_int) -> Result<(), Errno> {

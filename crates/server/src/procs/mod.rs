@@ -201,8 +201,11 @@ impl Proc {
         Some(self.stop_signal.load(Ordering::Relaxed)).filter(|s| *s != 0)
     }
 
-    /// Send `sig` to the tool's process group, if it runs. A process still
-    /// awaiting approval is stopped before it starts (its request withdrawn).
+    /// Send `sig` to the tool's process group, if it runs, and to the tool's
+    /// first process itself when it has left that group (so `setpgid` does
+    /// not make it deaf to `kill`; in PID-namespace containment its death
+    /// ends the whole run). A process still awaiting approval is stopped
+    /// before it starts (its request withdrawn).
     pub(crate) fn signal(&self, sig: i32) -> Result<(), ProcError> {
         let pgid = {
             let mut m = self.lock();
@@ -225,6 +228,15 @@ impl Proc {
         if let Err(e) = crate::sys::kill(-pgid, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
                 return Err(ProcError::Signal(self.pid, e));
+            }
+        }
+        // The first process is our child and not reaped while it runs: its
+        // pid still names it.
+        if crate::sys::getpgid(pgid).is_ok_and(|g| g != pgid) {
+            if let Err(e) = crate::sys::kill(pgid, sig) {
+                if e.raw_os_error() != Some(libc::ESRCH) {
+                    return Err(ProcError::Signal(self.pid, e));
+                }
             }
         }
         Ok(())
