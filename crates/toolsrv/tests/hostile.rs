@@ -728,13 +728,17 @@ fn flood_opened(dir: &std::path::Path) -> u64 {
 /// Issue 23, hole 4: a background tool holding 1,100 connections to its own
 /// server (reopening each one the server closes) does not lock the human
 /// out: `call`, `approve` of a bypass request and `kill` of the flood itself
-/// all work while it runs.
+/// all work while it runs. The server runs without the filesystem view
+/// (`TOOLSRV_VIEW=off`, the Landlock-only fallback), where a confined tool can
+/// still reach its server's socket: with the view the socket is masked and the
+/// flood cannot even start (`sandbox_view::a_tool_cannot_connect_to_its_own_servers_socket`).
 #[test]
 fn a_tool_flooding_the_socket_leaves_the_humans_call_kill_and_approve_working() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path().to_path_buf();
     std::fs::create_dir(cwd.join("w")).expect("w");
     let srv = Launch::new()
+        .env("TOOLSRV_VIEW", "off")
         .cwd_dir(dir)
         .listen(&cwd.join("toolsrv.sock"))
         .start();
