@@ -33,6 +33,7 @@ mod config;
 mod exec;
 pub mod fdlimit;
 mod files;
+mod filewatch;
 mod lifecycle;
 mod namespace;
 pub mod procs;
