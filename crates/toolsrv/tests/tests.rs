@@ -36,4 +36,5 @@ mod sandbox_policy;
 mod sandbox_scope;
 mod sandbox_validate;
 mod socket;
+mod syscall_budget;
 mod tools;
