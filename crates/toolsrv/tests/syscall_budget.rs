@@ -88,8 +88,23 @@ fn segments(trace: &str) -> Vec<Segment> {
     let mut out = Vec::new();
     let mut current: Option<Segment> = None;
     let mut execd = std::collections::HashSet::new();
-    for l in trace.lines().filter_map(parse_line) {
-        if execd.contains(&l.pid) {
+    // Threads whose last call was interrupted to be restarted: a traced
+    // process gets even the signals it ignores (each tool's SIGCHLD), so an
+    // idle thread's wait is interrupted and started again, which does not
+    // happen without the tracer. The restart is not counted.
+    let mut restarting = std::collections::HashSet::new();
+    for line in trace.lines() {
+        let Some(l) = parse_line(line) else {
+            if let Some(pid) = interrupted(line) {
+                restarting.insert(pid);
+            }
+            continue;
+        };
+        let restart = restarting.remove(&l.pid) || l.name == "restart_syscall";
+        if interrupted(line).is_some() {
+            restarting.insert(l.pid);
+        }
+        if execd.contains(&l.pid) || restart {
             continue;
         }
         if l.name == "execve" {
@@ -107,6 +122,15 @@ fn segments(trace: &str) -> Vec<Segment> {
     }
     out.extend(current);
     out
+}
+
+/// The pid of a line whose system call was interrupted to be restarted
+/// (`= ? ERESTARTSYS` and its kin).
+fn interrupted(line: &str) -> Option<u32> {
+    if !line.contains("= ? ERESTART") {
+        return None;
+    }
+    line.split_once(' ')?.0.parse().ok()
 }
 
 /// The median of `v` (sorted here); 0 when empty.
@@ -237,6 +261,9 @@ fn strace_lines_are_cut_into_calls_and_attributed() {
 10 --- SIGCHLD {si_signo=SIGCHLD} ---
 10 recvfrom(15, 0x7f, 65536, 0, NULL, NULL) = -1 EAGAIN (Resource temporarily unavailable)
 10 recvfrom(15, \"y\", 65536, 0, NULL, NULL) = 116
+12 <... futex resumed>)              = ? ERESTARTSYS (To be restarted if SA_RESTART is set)
+12 futex(0x55, FUTEX_WAIT_BITSET_PRIVATE, 4294967295, NULL, FUTEX_BITSET_MATCH_ANY <unfinished ...>
+10 restart_syscall(<... resuming interrupted read ...>) = 0
 10 writev(15, [{iov_base=\"z\", iov_len=39}], 1) = 39
 ";
     let segs = segments(trace);
