@@ -120,6 +120,12 @@ struct RunGroup {
     /// `cgroup.kill` of that group is killed at birth: the kernel compares
     /// the kill sequence of the parent's group with the new one's.)
     killed: bool,
+    /// `cgroup.events` said `populated 0` after the run's first process
+    /// ended: nothing is left to kill, and nothing can join the group again
+    /// until it is handed to the next run (only the server starts processes
+    /// in it). The end of a run reads `cgroup.events` once, not once for
+    /// the kill, once for the final kill and once more to pool the group.
+    known_empty: bool,
     /// When its last run ended.
     returned: Instant,
 }
@@ -432,6 +438,7 @@ impl Cgroups {
             g.remove();
             return Err(e);
         }
+        g.known_empty = false;
         Ok(g)
     }
 
@@ -449,6 +456,7 @@ impl Cgroups {
             pids_refused: 0,
             oom_kills: 0,
             killed: false,
+            known_empty: false,
             returned: Instant::now(),
         };
         g.v2 = mk(&self.v2)?;
@@ -622,10 +630,14 @@ impl RunGroup {
     /// Kills every process in the group (and keeps killing what a listing finds,
     /// where there is no `cgroup.kill`).
     fn kill(&mut self) {
+        if self.known_empty {
+            return;
+        }
         if let Some(g) = &mut self.v2 {
             // Usually the run's processes are all gone by now: then nothing
             // is written, and the group can be used again.
             if g.keyed("cgroup.events", "populated").unwrap_or(1) == 0 {
+                self.known_empty = true;
                 return;
             }
             self.killed = true;
@@ -645,6 +657,9 @@ impl RunGroup {
 
     /// Whether no process is left in the group.
     fn is_empty(&mut self) -> bool {
+        if self.known_empty {
+            return true;
+        }
         if let Some(g) = &mut self.v2 {
             return g.keyed("cgroup.events", "populated").unwrap_or(0) == 0;
         }

@@ -541,13 +541,39 @@ fn child_args(
                 c.caps()
             }
         }),
-        // Safety: getpid has no preconditions.
-        parent_pid: unsafe { libc::getpid() },
+        parent_pid: own_pid(),
         join: *join,
         join_by_procs: AtomicBool::new(false),
         failed_stage: AtomicU32::new(0),
         failed_errno: AtomicI32::new(0),
         reset_signals: AtomicU64::new(u64::MAX),
+    }
+}
+
+/// This process's pid, asked of the kernel once: one `getpid` less per
+/// spawn. A child made by `fork(3)` forgets the parent's (an atfork handler);
+/// one made by a raw `clone` that spawns tools would pass a stale pid, and its
+/// children would fail their parent check and exit 127 (they would not run
+/// unwatched).
+fn own_pid() -> libc::pid_t {
+    static PID: AtomicI32 = AtomicI32::new(0);
+    static FORGET_ON_FORK: std::sync::Once = std::sync::Once::new();
+    extern "C" fn forget() {
+        PID.store(0, Ordering::Relaxed);
+    }
+    FORGET_ON_FORK.call_once(|| {
+        // Safety: registers a handler that only stores to an atomic, which
+        // is async-signal-safe as a fork child handler must be.
+        unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+    });
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            // Safety: getpid has no preconditions.
+            let pid = unsafe { libc::getpid() };
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
     }
 }
 

@@ -33,6 +33,7 @@ mod config;
 mod exec;
 pub mod fdlimit;
 mod files;
+mod filewatch;
 pub mod leaders;
 mod lifecycle;
 mod namespace;

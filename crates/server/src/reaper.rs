@@ -56,21 +56,30 @@ pub fn become_subreaper() -> std::io::Result<()> {
     crate::sys::set_child_subreaper()
 }
 
-/// Our children: (pid, state letter).
+/// Our children's pids.
 ///
 /// Read from `/proc/self/task/*/children` (a few small files, one per thread),
 /// not by scanning every process on the host; the full scan is the fallback for
 /// kernels without `CONFIG_PROC_CHILDREN`.
-fn children() -> Vec<(i32, char)> {
-    let pids = task_children().unwrap_or_else(scan_children);
-    pids.into_iter()
-        .filter_map(|pid| Some((pid, proc_stat(pid)?.0)))
-        .collect()
+fn children() -> Vec<i32> {
+    task_children().unwrap_or_else(scan_children)
+}
+
+/// A small procfs file, read into one buffer: `open`, a `read` or two and
+/// `close` (`read_to_string` first asks its size, which procfs reports as 0,
+/// then grows its buffer from 32 bytes: nine system calls for a `stat` line).
+fn read_proc(path: &str) -> Option<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).ok()?;
+    let mut buf = Vec::with_capacity(1024);
+    // Through `Take`: no size hint asked of the file.
+    f.take(u64::MAX).read_to_end(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
 }
 
 /// (state letter, ppid) of a process.
 fn proc_stat(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc(&format!("/proc/{pid}/stat"))?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut f = rest.split_whitespace();
     let state = f.next()?.chars().next()?;
@@ -81,7 +90,7 @@ fn task_children() -> Option<Vec<i32>> {
     let mut out = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").ok()? {
         let path = task.ok()?.path().join("children");
-        let text = std::fs::read_to_string(path).ok()?;
+        let text = read_proc(path.to_str()?)?;
         out.extend(
             text.split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok()),
@@ -117,12 +126,16 @@ pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
         return scan;
     }
     // Hold the lock while deciding and reaping, so a tool being spawned right
-    // now (recorded under the same lock) is never taken for an orphan.
+    // now (recorded under the same lock) is never taken for an orphan. A
+    // tracked tool's state is not read at all.
     let g = tracked.lock();
-    for (pid, state) in kids {
+    for pid in kids {
         if g.contains(&pid) {
             continue;
         }
+        let Some((state, _)) = proc_stat(pid) else {
+            continue;
+        };
         if state != 'Z' {
             scan.alive += 1;
             continue;
@@ -138,7 +151,7 @@ pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
 /// for orphans re-parented to us.
 pub(crate) fn kill_orphans(tracked: &Tracked) {
     let g = tracked.lock();
-    for (pid, _) in children() {
+    for pid in children() {
         if !g.contains(&pid) {
             // A child of ours and its group; either may be gone already.
             let _ = crate::sys::kill(-pid, libc::SIGKILL);

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use toolsrv_metadata::{Catalog, MetaError, Tool};
 use toolsrv_protocol::{validate_agent_id, validate_tool_name, NameError};
 
+use crate::filewatch::FileWatch;
+
 /// Why an unload failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum RegistryError {
@@ -34,6 +36,9 @@ struct Agent {
 struct Loaded {
     tool: Arc<Tool>,
     stamp: Option<Stamp>,
+    /// The [`FileWatch`] generation at which the file was last found as it
+    /// was when loaded (`None`: not checked since loaded).
+    checked: Option<u64>,
 }
 
 /// What identifies a version of a file: device, inode, size, modification time.
@@ -58,15 +63,19 @@ pub(crate) enum Lookup {
 }
 
 /// Loaded tools and revision counters by agent ID.
-#[derive(Default)]
 pub(crate) struct Registry {
     agents: Mutex<HashMap<String, Agent>>,
+    /// Says when loaded tools' files (and the policy file) may have changed.
+    pub(crate) files: FileWatch,
 }
 
 impl Registry {
     /// An empty registry.
     pub(crate) fn new() -> Registry {
-        Registry::default()
+        Registry {
+            agents: Mutex::new(HashMap::new()),
+            files: FileWatch::new(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Agent>> {
@@ -76,6 +85,8 @@ impl Registry {
     /// Make `tool` (already resolved) callable for `agent`; returns the new revision.
     /// Loading an already loaded tool replaces its metadata and still counts.
     pub(crate) fn load(&self, agent: &str, tool: Tool) -> u64 {
+        // Watched before its stamp is taken: a change in between is seen.
+        self.files.watch(&tool.source);
         let mut g = self.lock();
         let stamp = Stamp::of(&tool.source);
         let a = g.entry(agent.to_string()).or_default();
@@ -84,6 +95,7 @@ impl Registry {
             Loaded {
                 tool: Arc::new(tool),
                 stamp,
+                checked: None,
             },
         );
         a.revision += 1;
@@ -119,18 +131,34 @@ impl Registry {
     }
 
     /// One loaded tool, and whether its metadata file changed since it was
-    /// loaded (one `stat` of the file, outside the lock).
-    pub(crate) fn lookup_checked(&self, agent: &str, tool: &str) -> Option<Lookup> {
+    /// loaded. `generation` is [`FileWatch::generation`] now: a file already
+    /// found unchanged at that generation is not looked at again; otherwise
+    /// one `stat` of the file, outside the lock.
+    pub(crate) fn lookup_checked(
+        &self,
+        agent: &str,
+        tool: &str,
+        generation: u64,
+    ) -> Option<Lookup> {
         let (t, stamp) = {
             let g = self.lock();
             let l = g.get(agent)?.tools.get(tool)?;
+            if l.checked == Some(generation) {
+                return Some(Lookup::Current(l.tool.clone()));
+            }
             (l.tool.clone(), l.stamp)
         };
-        Some(if Stamp::of(&t.source) == stamp {
-            Lookup::Current(t)
-        } else {
-            Lookup::Changed(t)
-        })
+        if Stamp::of(&t.source) != stamp {
+            return Some(Lookup::Changed(t));
+        }
+        let mut g = self.lock();
+        if let Some(l) = g.get_mut(agent).and_then(|a| a.tools.get_mut(tool)) {
+            // Only if it is still the version just checked.
+            if Arc::ptr_eq(&l.tool, &t) {
+                l.checked = Some(generation);
+            }
+        }
+        Some(Lookup::Current(t))
     }
 
     /// `agent`'s revision: 0 for an agent never seen.

@@ -170,13 +170,17 @@ impl Server {
                 &config.filesystem,
             );
         }
+        let registry = Registry::new();
+        if let Some(path) = executor.policy.path() {
+            registry.files.watch(path);
+        }
         Ok(Arc::new(Server {
             auth,
             started,
             next_conn: AtomicU64::new(1),
             user: user.into(),
             catalog: Catalog::new(tools_dir, Host::current()),
-            registry: Registry::new(),
+            registry,
             executor,
             activity: crate::activity::Activity::default(),
             procs: ProcTable::new(config.max_output, config.retention),

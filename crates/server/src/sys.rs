@@ -66,6 +66,51 @@ pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io::Resul
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// `preadv2(fd, buf, -1, RWF_NOWAIT)`: reads like [`read`] from the current
+/// position, but fails with `EAGAIN` instead of waiting, whether or not the
+/// descriptor is non-blocking. Pipes honour it since Linux 5.9; older kernels
+/// fail with `EOPNOTSUPP` (the caller then makes the descriptor
+/// non-blocking).
+pub(crate) fn read_nowait(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Safety: the kernel writes at most `iov_len` bytes at `iov_base`, which
+    // points into `buf`, borrowed mutably for the call; it reads one iovec.
+    let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// `inotify_init1(IN_NONBLOCK | IN_CLOEXEC)`.
+pub(crate) fn inotify() -> io::Result<OwnedFd> {
+    // Safety: inotify_init1 takes flags only.
+    let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `inotify_add_watch(fd, path, mask)` (the path followed if a symbolic
+/// link): the watch descriptor.
+pub(crate) fn inotify_watch(
+    fd: BorrowedFd<'_>,
+    path: &std::path::Path,
+    mask: u32,
+) -> io::Result<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // Safety: `c` is a NUL-terminated path alive for the call.
+    let wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) };
+    if wd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(wd)
+}
+
 /// `fstat(fd)`'s file type bits: whether `fd` is a socket (an error such as
 /// EBADF when `fd` is not open).
 pub(crate) fn is_socket(fd: RawFd) -> io::Result<bool> {

@@ -44,4 +44,5 @@ mod sandbox_scope;
 mod sandbox_validate;
 mod sandbox_view;
 mod socket;
+mod syscall_budget;
 mod tools;

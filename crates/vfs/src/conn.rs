@@ -1,11 +1,14 @@
 //! The per-connection loop: reads frames from the byte stream, hands each
 //! request to `dispatch`, and writes the replies it queued.
 
+use std::future::Future;
 use std::io::Cursor;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, BufReader, Chain};
+use tokio::time::Instant;
 use toolsrv_wire::{decode, Body, DecodeError, HEADER_LEN};
 
 use crate::auth::Auth;
@@ -15,7 +18,7 @@ use crate::limits::{Limits, RequestBudget};
 use crate::node::Node;
 use crate::outbox::Outbox;
 use crate::preauth::{Charge, PRE_AUTH_BUFFER, PRE_AUTH_MSIZE};
-use crate::writer::Writer;
+use crate::writer::{Writer, HOLD_LIMIT};
 
 /// The read buffer of an attached connection.
 const READ_BUFFER: usize = 64 << 10;
@@ -67,10 +70,14 @@ pub async fn serve_connection_with<S>(
         Writer::new(Box::new(wr)),
     ));
     tokio::select! {
+        // The loop first: a hold it starts is then seen by `release_held`
+        // in the same poll.
+        biased;
         () = read_loop(conn.clone(), rd, charge) => {}
         () = auth_deadline(&conn) => {
             tracing::debug!(conn = conn.info.id, "not attached within the auth timeout; closing connection");
         }
+        () = release_held(&conn) => {}
     }
     conn.inflight.abort_all();
     conn.fids.clear();
@@ -85,6 +92,39 @@ async fn auth_deadline(conn: &Conn) {
         }
     }
     std::future::pending::<()>().await
+}
+
+/// Releases replies held back for a waiting request once they have waited
+/// [`HOLD_LIMIT`] (see [`crate::writer`]); never completes. One timer for
+/// the connection's life, moved to each new deadline: while calls follow
+/// each other faster than the limit, the new deadline is never earlier than
+/// the one the runtime already plans to wake for, so tokio need not wake its
+/// driver to re-plan (it did for a timer made per waiting request).
+async fn release_held(conn: &Conn) {
+    let timer = tokio::time::sleep(HOLD_LIMIT);
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
+    loop {
+        std::future::poll_fn(|cx| {
+            let want = conn.writer.hold_deadline();
+            if want != armed {
+                if let Some(d) = want {
+                    timer.as_mut().reset(d);
+                }
+                armed = want;
+            }
+            // Nothing held: this future is polled again whenever the
+            // connection's task is (it shares the task with the loop that
+            // holds replies).
+            match armed {
+                Some(_) => timer.as_mut().poll(cx),
+                None => Poll::Pending,
+            }
+        })
+        .await;
+        armed = None;
+        conn.writer.release().await;
+    }
 }
 
 /// Read and handle requests until the peer closes or breaks framing.

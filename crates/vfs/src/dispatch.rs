@@ -24,7 +24,7 @@ use crate::limits::Limits;
 use crate::node::{Handle, Node, NodeKind, OpenMode};
 use crate::outbox::Outbox;
 use crate::replies::Replies;
-use crate::writer::{Writer, HOLD_LIMIT};
+use crate::writer::Writer;
 
 /// The largest msize the server accepts (1 MiB).
 pub const MAX_MSIZE: u32 = 1 << 20;
@@ -451,29 +451,19 @@ impl Conn {
     }
 
     /// The outcome of a read or write that waits, or `cancelled`, with the
-    /// reply budget's permit for its data. Replies held back for it are
-    /// released if it has not completed within [`HOLD_LIMIT`].
+    /// reply budget's permit for its data. (Replies held back for it are
+    /// released after [`crate::writer::HOLD_LIMIT`] by the connection's loop.)
     async fn wait_io(
         &self,
         cancel: CancellationToken,
         mut fut: IoFuture,
         reserve: usize,
     ) -> (Result<Body, Error>, Option<crate::replies::Permit>) {
-        let limit = tokio::time::sleep(HOLD_LIMIT);
-        tokio::pin!(limit);
-        let mut released = false;
         let gated = self.replies.gated(reserve, &mut fut);
-        tokio::pin!(gated);
-        loop {
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return (Err(Error::cancelled()), None),
-                r = &mut gated => return r,
-                _ = &mut limit, if !released => {
-                    released = true;
-                    self.writer.release().await;
-                }
-            }
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => (Err(Error::cancelled()), None),
+            r = gated => r,
         }
     }
 

@@ -7,10 +7,20 @@
 //! write here and a wake-up of the client, sending them with the `Rread` costs
 //! neither. Held replies go out, first and in order, with the next write of any
 //! kind: a task's reply, a reply of the connection loop (so an `Rflush` can never
-//! overtake them), or [`Writer::release`] when the waiting request has not
-//! answered within [`HOLD_LIMIT`].
+//! overtake them), or [`Writer::release`] when they have been held for
+//! [`HOLD_LIMIT`].
+//!
+//! That limit is one timer per connection, driven by the connection's own
+//! task ([`Writer::hold_deadline`], `conn::release_held`) and moved forward
+//! rather than made anew for each call: a new timer due before the one the
+//! runtime last promised to wake for makes tokio wake its own driver (a
+//! write to its eventfd and one more `epoll_wait`), which a timer per
+//! waiting request did in about half the calls.
 
+use std::sync::Mutex;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::io::AsyncWrite;
 use toolsrv_wire::Body;
@@ -36,6 +46,9 @@ struct State {
 /// flushed, so an `Rflush` can never overtake a reply it must follow.
 pub(crate) struct Writer {
     state: tokio::sync::Mutex<State>,
+    /// When the replies held now must go out at the latest; `None` while
+    /// nothing is held.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl Writer {
@@ -46,7 +59,20 @@ impl Writer {
                 half,
                 held: Outbox::default(),
             }),
+            deadline: Mutex::new(None),
         }
+    }
+
+    /// When the replies held now must be released ([`Writer::release`]),
+    /// or `None` when nothing is held.
+    pub(crate) fn hold_deadline(&self) -> Option<Instant> {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Nothing is held any more (called under the state lock, after a write
+    /// of the held replies).
+    fn held_sent(&self) {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Send the reply of a task-run request unless its tag was flushed; held
@@ -64,6 +90,7 @@ impl Writer {
             held.push_covered(tag, body, permit);
             // A write error means the peer is gone; the reader notices and cleans up.
             let _ = held.write_to(half).await;
+            self.held_sent();
         }
     }
 
@@ -72,7 +99,9 @@ impl Writer {
         let mut st = self.state.lock().await;
         let State { half, held } = &mut *st;
         held.append(out);
-        held.write_to(half).await
+        let r = held.write_to(half).await;
+        self.held_sent();
+        r
     }
 
     /// Hold `out` (left empty) back, behind whatever is held already, until
@@ -90,9 +119,15 @@ impl Writer {
         // `send_task_reply` takes the tag out under this lock: if it is still
         // there, that reply (or the timer of its task) will carry these.
         if inflight.contains(tag) {
+            let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
+            if deadline.is_none() && !held.is_empty() {
+                *deadline = Some(Instant::now() + HOLD_LIMIT);
+            }
             Ok(())
         } else {
-            held.write_to(half).await
+            let r = held.write_to(half).await;
+            self.held_sent();
+            r
         }
     }
 
@@ -103,5 +138,6 @@ impl Writer {
         if !held.is_empty() {
             let _ = held.write_to(half).await;
         }
+        self.held_sent();
     }
 }

@@ -103,7 +103,19 @@ impl Group {
     }
 
     /// The value of `key` in a flat-keyed file (`populated 0`, `max 3`).
+    ///
+    /// These files are a few lines long: one `pread` into a page-sized
+    /// buffer gets all of a text shorter than the buffer (the kernel
+    /// generates it whole, `seq_file`), so only a full buffer is read on
+    /// with [`Group::read`]. (That saves the second `pread`, which returns 0,
+    /// at each run's end.)
     pub(crate) fn keyed(&mut self, name: &'static str, key: &str) -> io::Result<u64> {
+        let mut buf = [0u8; 4096];
+        let n = self.file(name)?.read_at(&mut buf, 0)?;
+        if n < buf.len() {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            return Ok(keyed_value(&text, key).unwrap_or(0));
+        }
         let text = self.read(name)?;
         Ok(keyed_value(&text, key).unwrap_or(0))
     }

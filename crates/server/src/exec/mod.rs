@@ -81,6 +81,9 @@ pub(crate) struct Executor {
     base_cwd: Arc<WorkDir>,
     /// The private temporary directory (checked at most every [`cache::TTL`]).
     tmpdir: cache::TtlCache<(), Option<std::path::PathBuf>>,
+    /// The policy in effect and the file-watch generation it was checked at
+    /// ([`Executor::current_policy`]).
+    policy_checked: Mutex<Option<(u64, Arc<Policy>)>>,
 }
 
 impl Executor {
@@ -110,6 +113,7 @@ impl Executor {
             confinements: Mutex::new(Vec::new()),
             rules: cache::TtlCache::default(),
             tmpdir: cache::TtlCache::default(),
+            policy_checked: Mutex::new(None),
             base_cwd,
         })
     }
@@ -184,6 +188,27 @@ impl Executor {
                  tools outside the working directory"
             );
         }
+    }
+
+    /// The policy in effect ([`PolicyStore::current`]), looked at again only
+    /// when the file-watch `generation` moved since it last was (the policy
+    /// file is watched from startup: see [`crate::filewatch`]).
+    fn current_policy(&self, generation: u64) -> Arc<Policy> {
+        if let Some((g, p)) = &*self
+            .policy_checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            if *g == generation {
+                return p.clone();
+            }
+        }
+        let p = self.policy.current();
+        *self
+            .policy_checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some((generation, p.clone()));
+        p
     }
 
     /// The validator for `policy` (built-in rules plus its `validation.deny`), cached.

@@ -201,12 +201,13 @@ impl Executor {
         catalog: &Catalog,
         agent: &str,
         name: &str,
+        generation: u64,
     ) -> Result<Arc<Tool>, Refused> {
         let not_loaded = || Refused::NotLoaded {
             tool: name.to_string(),
             agent: agent.to_string(),
         };
-        match registry.lookup_checked(agent, name) {
+        match registry.lookup_checked(agent, name, generation) {
             None => Err(not_loaded()),
             Some(Lookup::Current(tool)) => Ok(tool),
             Some(Lookup::Changed(old)) => match catalog.resolve(name) {
@@ -246,12 +247,21 @@ impl Executor {
         }
         let agent = payload.agent.as_str();
         self.rate.check(agent, Instant::now())?;
-        let tool = self.current_tool(served.registry, served.catalog, agent, &payload.tool)?;
+        // Whether the tool's file or the policy file may have changed: one
+        // read of the watch instead of a `stat` of each.
+        let generation = served.registry.files.generation();
+        let tool = self.current_tool(
+            served.registry,
+            served.catalog,
+            agent,
+            &payload.tool,
+            generation,
+        )?;
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
         let sandboxed = !served.yolo && !payload.bypass;
         let policy = match payload.sandbox.as_deref() {
-            None | Some("default") => self.policy.current(),
+            None | Some("default") => self.current_policy(generation),
             Some(name) => self.policy.profile(name)?,
         };
         let view = match (&self.views, sandboxed) {

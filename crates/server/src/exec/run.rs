@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -55,13 +55,47 @@ const PIPE_SIZE: i32 = 1 << 20;
 /// The pump's first buffer (grown to [`PIPE_SIZE`] for chatty tools).
 const PUMP_START: usize = 16 * 1024;
 
-/// A pipe with both ends close-on-exec; the read end non-blocking.
+/// Whether this kernel reads pipes with `RWF_NOWAIT` ([`sys::read_nowait`]),
+/// probed once on a pipe of its own before any output pipe is made (Linux
+/// 5.9 and later do; then no output pipe needs an `fcntl` to be read without
+/// waiting).
+fn reads_nowait() -> bool {
+    static NOWAIT: OnceLock<bool> = OnceLock::new();
+    *NOWAIT.get_or_init(|| {
+        let Ok((r, _w)) = sys::pipe() else {
+            return false;
+        };
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let probe = sys::read_nowait(r.as_fd(), &mut byte);
+        let ok = matches!(&probe, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        if !ok {
+            tracing::debug!(result = ?probe, "no RWF_NOWAIT reads of pipes: output pipes are made non-blocking");
+        }
+        ok
+    })
+}
+
+/// A pipe with both ends close-on-exec whose read end [`read_pipe`] reads
+/// without waiting: made non-blocking only where the kernel cannot read it
+/// with `RWF_NOWAIT` (the `fcntl` was one system call per run).
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let nowait = reads_nowait();
     let (r, w) = sys::pipe()?;
-    // A new pipe's read end has no status flag set, and F_SETFL leaves the
-    // access mode alone: no F_GETFL.
-    sys::set_status_nonblocking(r.as_fd())?;
+    if !nowait {
+        // A new pipe's read end has no status flag set, and F_SETFL leaves
+        // the access mode alone: no F_GETFL.
+        sys::set_status_nonblocking(r.as_fd())?;
+    }
     Ok((r, w))
+}
+
+/// One read of an output pipe made by [`pipe`]; never waits.
+fn read_pipe(fd: BorrowedFd<'_>, buf: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize> {
+    if reads_nowait() {
+        sys::read_nowait(fd, buf)
+    } else {
+        sys::read(fd, buf)
+    }
 }
 
 /// Grow the pipe behind `fd` to [`PIPE_SIZE`]: fewer wake-ups for a chatty
@@ -342,7 +376,7 @@ impl<F: Future<Output = ()>> Pump<F> {
 
 /// Copy the pipe into the process's output until EOF.
 ///
-/// The read end (made non-blocking by [`pipe`]) is watched with `AsyncFd`
+/// The read end (read without waiting by [`read_pipe`]) is watched with `AsyncFd`
 /// directly: `tokio::net::unix::pipe::Receiver` would first check it with an
 /// `fstat` and an `F_GETFL`, two system calls per run.
 async fn pump(rd: OwnedFd, proc: &Proc) {
@@ -380,7 +414,7 @@ async fn read_some(rx: &AsyncFd<OwnedFd>, buf: &mut Vec<u8>) -> std::io::Result<
     loop {
         let mut guard = rx.readable().await?;
         let spare = buf.spare_capacity_mut();
-        let result = guard.try_io(|fd| sys::read(fd.get_ref().as_fd(), spare));
+        let result = guard.try_io(|fd| read_pipe(fd.get_ref().as_fd(), spare));
         match result {
             Ok(Ok(n)) => {
                 // Safety: the kernel initialised the first `n` spare bytes.
