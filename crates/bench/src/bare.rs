@@ -7,6 +7,8 @@ use std::io;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::sys;
+
 /// Why a bare run did not succeed.
 #[derive(Debug, thiserror::Error)]
 pub enum BareError {
@@ -85,47 +87,23 @@ impl PosixSpawn {
 
     /// Spawn it, wait for it, and fail unless it exited 0.
     pub fn run(&self) -> Result<(), BareError> {
-        let mut ptrs: Vec<*mut libc::c_char> =
-            self.argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
-        ptrs.push(std::ptr::null_mut());
-        let envp: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
-        let mut pid: libc::pid_t = 0;
-        // Safety: the path and every argv string are NUL-terminated CStrings
-        // owned by `self` and alive for the call; `ptrs` and `envp` are
-        // NULL-terminated arrays that outlive it; null file actions and
-        // attributes mean the defaults; posix_spawn writes only `pid`.
-        let rc = unsafe {
-            libc::posix_spawn(
-                &mut pid,
-                self.argv[0].as_ptr(),
-                std::ptr::null(),
-                std::ptr::null(),
-                ptrs.as_ptr(),
-                envp.as_ptr(),
-            )
+        let pid = sys::posix_spawn(&self.argv).map_err(|source| BareError::Start {
+            program: self.program.clone(),
+            source,
+        })?;
+        let status = loop {
+            match sys::waitpid(pid) {
+                Ok(status) => break status,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(BareError::Start {
+                        program: self.program.clone(),
+                        source,
+                    })
+                }
+            }
         };
-        if rc != 0 {
-            return Err(BareError::Start {
-                program: self.program.clone(),
-                source: io::Error::from_raw_os_error(rc),
-            });
-        }
-        let mut status: libc::c_int = 0;
-        loop {
-            // Safety: waits for the child we just spawned; writes only `status`.
-            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-            if r == pid {
-                break;
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(BareError::Start {
-                    program: self.program.clone(),
-                    source: e,
-                });
-            }
-        }
-        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        if sys::exited_zero(status) {
             Ok(())
         } else {
             Err(BareError::Failed {
@@ -189,8 +167,7 @@ pub fn cpu_time(pid: u32) -> io::Result<(std::time::Duration, std::time::Duratio
     if f.len() != 4 {
         return Err(bad());
     }
-    // Safety: sysconf with a valid name has no side effects.
-    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let tck = sys::clock_ticks();
     let tck = u64::try_from(tck).ok().filter(|&t| t > 0).ok_or_else(bad)?;
     let d = |ticks: u64| std::time::Duration::from_nanos(ticks * 1_000_000_000 / tck);
     Ok((d(f[0] + f[1]), d(f[2] + f[3])))

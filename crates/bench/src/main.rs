@@ -14,6 +14,7 @@ mod report;
 mod sched;
 mod server;
 mod stats;
+mod sys;
 mod tooldir;
 
 use std::process::ExitCode;

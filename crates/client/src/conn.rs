@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -449,11 +449,7 @@ impl Conn {
         st.waiters.clear();
         st.out = Vec::new();
         st.out_pos = 0;
-        // Safety: the descriptor belongs to `self.stream`, which is alive for
-        // the duration of this call; shutdown() does not close or invalidate it.
-        unsafe {
-            libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_RDWR);
-        }
+        crate::sys::shutdown_both(self.stream.as_fd());
     }
 
     /// Close the connection (the server then clunks all our fids).

@@ -33,6 +33,7 @@ pub mod remote;
 mod reply;
 pub mod secret;
 mod session;
+mod sys;
 mod tools;
 mod walk;
 

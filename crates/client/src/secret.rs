@@ -125,8 +125,7 @@ fn check_owner_and_mode(path: &Path, file: &std::fs::File) -> Result<(), ClientE
     let meta = file
         .metadata()
         .map_err(|e| ClientError::io(format!("cannot stat secret file {}", path.display()), e))?;
-    // Safety: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = toolsrv_protocol::ids::effective_uid();
     if meta.uid() != me {
         return Err(ClientError::Auth(format!(
             "secret file {} is owned by uid {}, not by this user (uid {me}); refusing to use it",
@@ -320,10 +319,8 @@ mod tests {
         let dir = tmpdir("owner");
         let file = dir.join("their.secret");
         write_private(&file, "hunter2");
-        // Safety: plain chown(2)/geteuid(2) on a path we own.
-        let me = unsafe { libc::geteuid() };
-        let c = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).expect("path");
-        if me != 0 || unsafe { libc::chown(c.as_ptr(), 65534, 65534) } != 0 {
+        let me = toolsrv_protocol::ids::effective_uid();
+        if me != 0 || std::os::unix::fs::chown(&file, Some(65534), Some(65534)).is_err() {
             // Only root can give a file away; nothing to check otherwise.
             return;
         }

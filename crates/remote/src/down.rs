@@ -32,9 +32,9 @@ pub fn down(
             // The supervisor skips its health checks while we hold the lock.
             let _lock = dir.lock()?;
             let refused = stop_over_master(&dir, addr);
-            // Safety: kill(2) of the supervisor whose command line names our
-            // dir (`supervisor()` checked it; never a pid <= 1).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+            // The supervisor's command line names our dir (`supervisor()`
+            // checked it; never a pid <= 1).
+            let _ = crate::sys::kill(pid, libc::SIGTERM);
             refused
         };
         let start = Instant::now();

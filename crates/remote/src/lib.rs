@@ -24,6 +24,7 @@ pub mod ssh;
 pub mod state;
 pub mod status;
 pub mod supervisor;
+mod sys;
 pub mod up;
 
 pub use error::RemoteError;

@@ -20,12 +20,6 @@ pub struct LocalDir {
     path: PathBuf,
 }
 
-/// This process's effective uid.
-pub fn uid() -> u32 {
-    // Safety: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
-}
-
 /// An environment variable that holds an absolute path (the XDG rule:
 /// relative values are ignored).
 fn abs_env(name: &str) -> Option<PathBuf> {
@@ -66,11 +60,11 @@ fn private_dir(p: &Path) -> Result<(), RemoteError> {
         .map_err(|e| RemoteError::io(format!("cannot create {}", p.display()), e))?;
     let m = std::fs::symlink_metadata(p)
         .map_err(|e| RemoteError::io(format!("cannot stat {}", p.display()), e))?;
-    if !m.is_dir() || m.uid() != uid() {
+    if !m.is_dir() || m.uid() != toolsrv_protocol::ids::effective_uid() {
         return Err(RemoteError::Config(format!(
             "{} is not a directory owned by uid {}",
             p.display(),
-            uid()
+            toolsrv_protocol::ids::effective_uid()
         )));
     }
     if m.mode() & 0o077 != 0 {
@@ -204,13 +198,12 @@ impl LocalDir {
             .mode(0o600)
             .open(&p)
             .map_err(|e| RemoteError::io(format!("cannot open {}", p.display()), e))?;
-        use std::os::fd::AsRawFd;
+        use std::os::fd::AsFd;
         loop {
-            // Safety: flock on a descriptor we own.
-            if unsafe { libc::flock(f.as_raw_fd(), how) } == 0 {
-                return Ok(Some(Lock(f)));
-            }
-            let e = std::io::Error::last_os_error();
+            let e = match crate::sys::flock(f.as_fd(), how) {
+                Ok(()) => return Ok(Some(Lock(f))),
+                Err(e) => e,
+            };
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 return Ok(None);
             }

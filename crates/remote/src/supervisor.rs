@@ -75,11 +75,12 @@ pub fn ensure_running(dir: &LocalDir, ssh: &Ssh, binary: &Path) -> Result<(), Re
             .stdout(log)
             .stderr(log2);
         use std::os::unix::process::CommandExt;
-        // Safety: setsid is async-signal-safe; the supervisor outlives us,
-        // in a session of its own (no terminal signals).
+        // The supervisor outlives us, in a session of its own (no terminal
+        // signals).
+        // Safety: the hook only calls setsid, which is async-signal-safe.
         unsafe {
             c.pre_exec(|| {
-                libc::setsid();
+                let _ = crate::sys::setsid();
                 Ok(())
             });
         }
@@ -204,12 +205,12 @@ fn check_server(dir: &LocalDir, ssh: &Ssh, st: &State) -> Result<Option<Ended>, 
 /// `toolsrv remote supervise --dir DIR ADDR`: run until `down` (SIGTERM) or
 /// the remote server's idle exit.
 pub fn run(dir: LocalDir, ssh: Ssh) -> Result<(), RemoteError> {
-    // Safety: installing plain handlers that only store to an atomic.
+    // Safety: on_stop only stores to an atomic.
     unsafe {
-        libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_stop as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        crate::sys::set_signal_handler(libc::SIGTERM, on_stop);
+        crate::sys::set_signal_handler(libc::SIGINT, on_stop);
     }
+    crate::sys::ignore_signal(libc::SIGHUP);
     write_private(
         &dir.supervisor_pid_file(),
         std::process::id().to_string().as_bytes(),

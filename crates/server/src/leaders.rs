@@ -15,7 +15,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -107,8 +107,7 @@ fn read_record(path: &Path, slots: usize) -> Option<Vec<u8>> {
         .open(path)
         .ok()?;
     let meta = f.metadata().ok()?;
-    // Safety: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = toolsrv_protocol::ids::effective_uid();
     if !meta.is_file() || meta.uid() != me || meta.len() != table_len(slots) as u64 {
         return None;
     }
@@ -147,17 +146,11 @@ fn wait_gone(pidfds: &[OwnedFd], limit: Duration) {
     for fd in pidfds {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
             let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-            // Safety: one pollfd of ours; the kernel writes its revents.
-            let r = unsafe { libc::poll(&mut p, 1, ms) };
-            if r != 0 && !(r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
-            {
-                break;
+            match sys::poll_readable(fd.as_fd(), ms) {
+                Ok(false) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(true) | Err(_) => break,
             }
             if left.is_zero() {
                 return;

@@ -144,12 +144,6 @@ pub(crate) fn umask(mask: libc::mode_t) -> libc::mode_t {
     unsafe { libc::umask(mask) }
 }
 
-/// `getuid()`.
-pub(crate) fn getuid() -> u32 {
-    // Safety: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
-}
-
 /// `kill(pid, sig)` (a negative `pid` is a process group).
 pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
     // Safety: kill with integer arguments; no memory involved.
@@ -360,5 +354,24 @@ pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<(
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+/// `poll` of one descriptor for `POLLIN`, at most `timeout_ms` (negative:
+/// no limit). `Ok(true)` when it is readable (or hung up), `Ok(false)` on
+/// timeout.
+pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Safety: one pollfd of ours, alive for the call; the kernel writes only
+    // its revents.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r > 0)
     }
 }

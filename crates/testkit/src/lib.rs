@@ -19,6 +19,7 @@ mod raw;
 mod server;
 pub mod skip;
 mod sshd;
+mod sys;
 
 use std::time::{Duration, Instant};
 

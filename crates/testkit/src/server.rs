@@ -383,8 +383,8 @@ impl Server {
     pub fn signal(&self, sig: i32) {
         if let Ok(pid) = i32::try_from(self.pid()) {
             if pid > 0 {
-                // Safety: kill(2) of our own, not yet reaped, child.
-                unsafe { libc::kill(pid, sig) };
+                // Our own, not yet reaped, child.
+                crate::sys::kill(pid, sig);
             }
         }
     }

@@ -99,8 +99,7 @@ impl Views {
     /// On a server running as root: the root-only files under the read
     /// rules (hidden unless a rule names them; CONTRACT §13).
     fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
-        // Safety: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if toolsrv_protocol::ids::effective_uid() != 0 {
             return Vec::new();
         }
         let mut cache = self.root_only.lock().unwrap_or_else(|p| p.into_inner());
