@@ -41,24 +41,27 @@ impl std::fmt::Display for Host {
     }
 }
 
-/// Maps a Rust `target_os` name to Go's `GOOS`.
+/// Go's `GOOS` for an operating system named the way Rust's `target_os`
+/// (`linux`, `macos`) or `uname -s` (`Linux`, `Darwin`) names it.
 pub fn go_os(os: &str) -> String {
-    match os {
-        "macos" => "darwin",
-        other => other,
+    match os.to_ascii_lowercase().as_str() {
+        "macos" | "darwin" => "darwin".to_string(),
+        other => other.to_string(),
     }
-    .to_string()
 }
 
-/// Maps a Rust `target_arch` name to Go's `GOARCH`, using the compile-time
-/// endianness where Go distinguishes it.
+/// Go's `GOARCH` for a CPU named the way Rust's `target_arch` (`x86_64`,
+/// `aarch64`) or `uname -m` (`x86_64`, `aarch64`, `i686`, `armv7l`) names it.
+/// Where Go distinguishes endianness and the name does not, the compile-time
+/// endianness decides.
 pub fn go_arch(arch: &str) -> String {
     let little = cfg!(target_endian = "little");
     match arch {
-        "x86_64" => "amd64",
-        "x86" => "386",
-        "aarch64" => "arm64",
+        "x86_64" | "amd64" => "amd64",
+        "x86" | "i386" | "i486" | "i586" | "i686" => "386",
+        "aarch64" | "arm64" => "arm64",
         "arm" => "arm",
+        m if m.starts_with("armv") => "arm",
         "loongarch64" => "loong64",
         "mips" if little => "mipsle",
         "mips" => "mips",

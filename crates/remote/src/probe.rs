@@ -1,6 +1,8 @@
 //! What the remote host is: OS and architecture (Go's names, as `info`
 //! says), its directories, and which toolsrv it already has.
 
+use toolsrv_metadata::host::{go_arch, go_os};
+
 use crate::error::RemoteError;
 use crate::quote;
 use crate::ssh::{Input, Ssh};
@@ -47,29 +49,6 @@ pub fn prelude(env: &[(String, String)]) -> Result<String, RemoteError> {
         s.push_str(&format!("{k}={}; export {k}\n", quote::sh(quote::text(v)?)));
     }
     Ok(s)
-}
-
-/// Go's `GOOS` for `uname -s`.
-pub fn go_os(uname_s: &str) -> String {
-    match uname_s {
-        "Linux" => "linux".into(),
-        "Darwin" => "darwin".into(),
-        "FreeBSD" => "freebsd".into(),
-        "OpenBSD" => "openbsd".into(),
-        "NetBSD" => "netbsd".into(),
-        other => other.to_ascii_lowercase(),
-    }
-}
-
-/// Go's `GOARCH` for `uname -m`.
-pub fn go_arch(uname_m: &str) -> String {
-    match uname_m {
-        "x86_64" | "amd64" => "amd64".into(),
-        "aarch64" | "arm64" => "arm64".into(),
-        "i386" | "i486" | "i586" | "i686" => "386".into(),
-        m if m.starts_with("armv") => "arm".into(),
-        other => other.into(),
-    }
 }
 
 /// Run the probe; `bin_name` is this binary's install name.

@@ -60,7 +60,8 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// Defaults for everything but the socket (used by tests and as the CLI's base).
+    /// Defaults for everything but the socket and the working directory: the
+    /// base that `toolsrv serve` fills from its flags.
     pub fn new(listen: PathBuf, cwd: PathBuf) -> ServeConfig {
         ServeConfig {
             listen,

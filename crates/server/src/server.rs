@@ -1,4 +1,5 @@
-//! [`Server`]: the state behind the namespace, and the accept loop.
+//! [`Server`]: the state behind the namespace, and how a request becomes a
+//! tracked process (the accept loop is in `accept.rs`).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -64,8 +65,8 @@ fn server_files(
     toolsrv_sandbox::view::ServerFiles { hidden, read_only }
 }
 
-/// The daemon's state: configuration, authentication, and (as later layers land)
-/// the registry, process table and bypass broker.
+/// The daemon's state: configuration, authentication, the tool catalog and
+/// registry, the executor, the process table and the bypass broker.
 pub struct Server {
     /// The validated configuration.
     pub(crate) config: ServeConfig,
