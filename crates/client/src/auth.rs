@@ -112,7 +112,7 @@ pub(crate) async fn authenticate(
 /// The secret goes only to a server of this user or of root (CONTRACT §10):
 /// whatever listens at a socket path of another user would collect it.
 fn check_server_uid(peer: Option<u32>) -> Result<(), ClientError> {
-    let me = toolsrv_protocol::ids::effective_uid();
+    let me = toolsrv_base::effective_uid();
     match peer {
         Some(uid) if uid == me || uid == 0 => Ok(()),
         Some(uid) => Err(ClientError::Auth(format!(
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn the_secret_goes_only_to_this_user_or_root() {
-        let me = toolsrv_protocol::ids::effective_uid();
+        let me = toolsrv_base::effective_uid();
         assert!(check_server_uid(Some(me)).is_ok());
         assert!(check_server_uid(Some(0)).is_ok());
         let other = if me == 65534 { 65533 } else { 65534 };

@@ -17,12 +17,13 @@ use std::future::Future;
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_wire::{decode, encode, encode_twrite, Body, Frame, HEADER_LEN, NOTAG, VERSION_9P2000};
 
 use crate::alloc::{FidAllocator, TagAllocator};
@@ -199,15 +200,9 @@ impl Conn {
         self.msize - IO_HEADER
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the state half-updated
-        // in a way that matters more than losing the connection; keep going.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Allocate a fid.
     pub(crate) fn alloc_fid(&self) -> Result<u32, ClientError> {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         if st.dead {
             return Err(ClientError::Disconnected);
         }
@@ -218,28 +213,28 @@ impl Conn {
 
     /// Whether the connection is closed (by us, the server, or an I/O error).
     pub(crate) fn is_dead(&self) -> bool {
-        self.lock().dead
+        self.state.lock_unpoisoned().dead
     }
 
     /// Number of tags allocated: requests whose reply (or flush) is awaited.
     pub(crate) fn tags_in_use(&self) -> usize {
-        self.lock().tags.in_use()
+        self.state.lock_unpoisoned().tags.in_use()
     }
 
     /// Number of fids allocated (for tests and diagnostics).
     pub(crate) fn fids_in_use(&self) -> usize {
-        self.lock().fids.in_use()
+        self.state.lock_unpoisoned().fids.in_use()
     }
 
     /// Number of requests sent (queued for the socket) so far.
     pub(crate) fn requests_sent(&self) -> u64 {
-        self.lock().sent
+        self.state.lock_unpoisoned().sent
     }
 
     /// Send a batch of requests in one write; the returned futures yield the
     /// replies in the same order.
     pub(crate) fn send(self: &Arc<Self>, reqs: Vec<Req<'_>>) -> Result<Vec<Pending>, ClientError> {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         if st.dead {
             return Err(ClientError::Disconnected);
         }
@@ -268,7 +263,7 @@ impl Conn {
 
     /// Send one request; the future yields its reply.
     pub(crate) fn call(self: &Arc<Self>, req: Req<'_>) -> Result<Pending, ClientError> {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         if st.dead {
             return Err(ClientError::Disconnected);
         }
@@ -308,7 +303,7 @@ impl Conn {
     /// its own and reaches the server together with the next request.
     /// Failures mean the connection is gone, which clunks every fid anyway.
     pub(crate) fn send_detached(self: &Arc<Self>, req: Req<'_>) {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         if st.dead {
             return;
         }
@@ -329,7 +324,7 @@ impl Conn {
             st.lazy_scheduled = true;
             let conn = self.clone();
             self.runtime.spawn(async move {
-                let mut st = conn.lock();
+                let mut st = conn.state.lock_unpoisoned();
                 st.lazy_scheduled = false;
                 if !st.dead {
                     let _ = conn.flush_locked(&mut st);
@@ -341,7 +336,7 @@ impl Conn {
     /// The future of `tag` was dropped: if the request is still outstanding,
     /// send `Tflush(tag)`; `tag` is freed when the `Rflush` (or the reply) arrives.
     fn abandon(self: &Arc<Self>, tag: u16, rx: &mut oneshot::Receiver<Body>, flush: bool) {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         // Under the lock the reader cannot be half-way through delivering it.
         if !matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
             return; // answered, or the connection died
@@ -416,11 +411,11 @@ impl Conn {
         loop {
             if let Err(e) = self.stream.writable().await {
                 tracing::debug!("waiting for the socket failed: {e}");
-                let mut st = self.lock();
+                let mut st = self.state.lock_unpoisoned();
                 self.kill_locked(&mut st);
                 return;
             }
-            let mut st = self.lock();
+            let mut st = self.state.lock_unpoisoned();
             if st.dead {
                 return;
             }
@@ -454,7 +449,7 @@ impl Conn {
 
     /// Close the connection (the server then clunks all our fids).
     pub(crate) fn shutdown(&self) {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         self.kill_locked(&mut st);
     }
 
@@ -462,7 +457,7 @@ impl Conn {
     async fn read_loop(self: Arc<Self>) {
         let err = self.read_frames().await;
         tracing::debug!("connection closed: {err}");
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         self.kill_locked(&mut st);
     }
 
@@ -532,7 +527,7 @@ impl Conn {
 
     /// Deliver one reply.
     fn dispatch(&self, frame: Frame) {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         let tag = frame.tag;
         let waiter = match st.waiters.get_mut(tag as usize) {
             Some(w) => std::mem::replace(w, Waiter::Free),

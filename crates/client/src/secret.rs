@@ -125,7 +125,7 @@ fn check_owner_and_mode(path: &Path, file: &std::fs::File) -> Result<(), ClientE
     let meta = file
         .metadata()
         .map_err(|e| ClientError::io(format!("cannot stat secret file {}", path.display()), e))?;
-    let me = toolsrv_protocol::ids::effective_uid();
+    let me = toolsrv_base::effective_uid();
     if meta.uid() != me {
         return Err(ClientError::Auth(format!(
             "secret file {} is owned by uid {}, not by this user (uid {me}); refusing to use it",
@@ -319,7 +319,7 @@ mod tests {
         let dir = tmpdir("owner");
         let file = dir.join("their.secret");
         write_private(&file, "hunter2");
-        let me = toolsrv_protocol::ids::effective_uid();
+        let me = toolsrv_base::effective_uid();
         if me != 0 || std::os::unix::fs::chown(&file, Some(65534), Some(65534)).is_err() {
             // Only root can give a file away; nothing to check otherwise.
             return;

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_wire::NOFID;
 
 use crate::auth::{attach, authenticate, Auth};
@@ -108,10 +109,7 @@ impl Slot {
 
     /// The current session, dead or alive.
     pub(crate) fn current(&self) -> Arc<Session> {
-        self.current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.current.lock_unpoisoned().clone()
     }
 
     /// Set how long a request keeps trying to reconnect (`ZERO`: never).
@@ -184,7 +182,7 @@ impl Slot {
     /// Make `s` the current session.
     fn install(&self, s: Session, attempts: u32) -> Arc<Session> {
         let s = Arc::new(s);
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = s.clone();
+        *self.current.lock_unpoisoned() = s.clone();
         tracing::info!(socket = %self.socket.display(), attempts, "reconnected to the server");
         s
     }

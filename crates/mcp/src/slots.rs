@@ -14,6 +14,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use toolsrv_base::LockUnpoisoned;
+
 use tokio_util::sync::CancellationToken;
 
 /// Connections served at once.
@@ -60,15 +62,11 @@ impl Slots {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// A slot for a new connection: a free one, or that of the oldest
     /// connection that has not shown the token (which is closed); `None`
     /// when every slot is held by connections that have.
     pub(crate) fn admit(self: &Arc<Self>) -> Option<Slot> {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock_unpoisoned();
         if inner.open >= self.max {
             let oldest = inner.unproven.pop_front()?;
             oldest.released.store(true, Ordering::Release);
@@ -93,7 +91,7 @@ impl Slots {
     /// Connections open now.
     #[cfg(test)]
     fn open(&self) -> usize {
-        self.lock().open
+        self.inner.lock_unpoisoned().open
     }
 }
 
@@ -102,7 +100,11 @@ impl Slot {
     pub(crate) fn proven(&self) {
         if !self.proven.swap(true, Ordering::AcqRel) {
             let id = self.state.id;
-            self.slots.lock().unproven.retain(|s| s.id != id);
+            self.slots
+                .inner
+                .lock_unpoisoned()
+                .unproven
+                .retain(|s| s.id != id);
         }
     }
 
@@ -114,7 +116,7 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut inner = self.slots.lock();
+        let mut inner = self.slots.inner.lock_unpoisoned();
         if !self.state.released.swap(true, Ordering::AcqRel) {
             inner.open -= 1;
             let id = self.state.id;

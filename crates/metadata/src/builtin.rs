@@ -134,7 +134,7 @@ fn builtin_digest() -> u64 {
 fn check_private(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let m = fs::symlink_metadata(dir)?;
-    let me = toolsrv_protocol::ids::effective_uid();
+    let me = toolsrv_base::effective_uid();
     if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
         return Err(io::Error::other(format!(
             "{} is not a directory of this user that only it can write (owner {}, mode {:o})",

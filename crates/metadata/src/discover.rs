@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, Metadata};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use toolsrv_base::LockUnpoisoned;
 
 use crate::error::MetaError;
 use crate::host::Host;
@@ -162,7 +164,9 @@ impl Catalog {
                 out.push(tool.summary());
             }
         }
-        self.lock().retain(|name, _| found.contains_key(name));
+        self.cache
+            .lock_unpoisoned()
+            .retain(|name, _| found.contains_key(name));
         out
     }
 
@@ -214,7 +218,7 @@ impl Catalog {
     /// The cached outcome for `files` if its stamp is unchanged, else a
     /// fresh parse (done without holding the lock), then cached.
     fn load(&self, files: &ToolFiles, stamp: Stamp) -> Loaded {
-        if let Some(hit) = self.lock().get(&files.name) {
+        if let Some(hit) = self.cache.lock_unpoisoned().get(&files.name) {
             if hit.stamp == stamp {
                 return hit.loaded.clone();
             }
@@ -227,7 +231,7 @@ impl Catalog {
             Err(e) => tracing::warn!(tool = %files.name, "bad tool file: {e}"),
             Ok(_) => {}
         }
-        self.lock().insert(
+        self.cache.lock_unpoisoned().insert(
             files.name.clone(),
             Cached {
                 stamp,
@@ -235,12 +239,6 @@ impl Catalog {
             },
         );
         loaded
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Cached>> {
-        // A panic elsewhere cannot leave the map inconsistent (every update
-        // is a single insert or retain), so a poisoned lock is still usable.
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -1,17 +1,15 @@
 //! toolsrv protocol types shared by server and client (CONTRACT §6–§9): the request payload
 //! and its parser, [`ToolResult`], [`ProcStat`], [`ToolInfo`], the bypass broker's messages,
-//! completion messages, Go-style durations and byte sizes, and [`ids::effective_uid`].
+//! completion messages, and Go-style durations and byte sizes.
 
 pub mod bypass;
 pub mod completion;
 pub mod duration;
-pub mod ids;
 pub mod limits;
 pub mod payload;
 pub mod procstat;
 pub mod result;
 pub mod size;
-mod sys;
 pub mod timestamp;
 pub mod toolinfo;
 

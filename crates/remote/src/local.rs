@@ -60,11 +60,11 @@ fn private_dir(p: &Path) -> Result<(), RemoteError> {
         .map_err(|e| RemoteError::io(format!("cannot create {}", p.display()), e))?;
     let m = std::fs::symlink_metadata(p)
         .map_err(|e| RemoteError::io(format!("cannot stat {}", p.display()), e))?;
-    if !m.is_dir() || m.uid() != toolsrv_protocol::ids::effective_uid() {
+    if !m.is_dir() || m.uid() != toolsrv_base::effective_uid() {
         return Err(RemoteError::Config(format!(
             "{} is not a directory owned by uid {}",
             p.display(),
-            toolsrv_protocol::ids::effective_uid()
+            toolsrv_base::effective_uid()
         )));
     }
     if m.mode() & 0o077 != 0 {

@@ -68,7 +68,7 @@ pub(crate) async fn accept_loop(
     auth: Arc<dyn Auth>,
     shutdown: &CancellationToken,
 ) {
-    let my_uid = toolsrv_protocol::ids::effective_uid();
+    let my_uid = toolsrv_base::effective_uid();
     let limits = Limits {
         auth_timeout: Some(server.config.auth_timeout).filter(|d| !d.is_zero()),
         ..Limits::default()

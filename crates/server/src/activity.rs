@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use toolsrv_base::LockUnpoisoned;
+
 /// Open connections and the last moment the server was busy.
 #[derive(Clone)]
 pub(crate) struct Activity(Arc<ActivityInner>);
@@ -70,7 +72,7 @@ impl Activity {
     }
 
     pub(crate) fn touch(&self) {
-        *self.0.last_busy.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.0.last_busy.lock_unpoisoned() = Instant::now();
     }
 
     /// Number of open connections.
@@ -87,10 +89,6 @@ impl Activity {
     }
 
     pub(crate) fn since_busy(&self) -> Duration {
-        self.0
-            .last_busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .elapsed()
+        self.0.last_busy.lock_unpoisoned().elapsed()
     }
 }

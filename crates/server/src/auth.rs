@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use subtle::ConstantTimeEq;
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_vfs::{Auth, AuthHandle, Error, Handle};
 
 /// The largest secret accepted, in bytes.
@@ -46,16 +47,15 @@ impl SecretAuth {
 
     /// The session token, once a secret was stored.
     pub(crate) fn token(&self) -> Option<String> {
-        self.lock().as_ref().map(|s| s.token.clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Stored>> {
-        self.stored.lock().unwrap_or_else(|p| p.into_inner())
+        self.stored
+            .lock_unpoisoned()
+            .as_ref()
+            .map(|s| s.token.clone())
     }
 
     /// Check `secret` (storing it if none is stored yet); returns the token.
     fn accept(&self, secret: &[u8]) -> Result<String, Error> {
-        let mut g = self.lock();
+        let mut g = self.stored.lock_unpoisoned();
         match &*g {
             Some(s) => {
                 if bool::from(s.secret.as_slice().ct_eq(secret)) {
@@ -109,13 +109,13 @@ impl Handle for AuthFid {
             )));
         }
         let token = self.auth.accept(&data)?;
-        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+        *self.token.lock_unpoisoned() = Some(token);
         self.accepted.store(true, Ordering::Release);
         Ok(data.len() as u32)
     }
 
     async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
-        let token = self.token.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let token = self.token.lock_unpoisoned().clone();
         let Some(token) = token else {
             return Err(Error::new(
                 "authentication required: write the secret first",

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{oneshot, watch};
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_protocol::{format_rfc3339_millis, BypassRequest, ProcState};
 
 use crate::exec::Prepared;
@@ -58,10 +59,6 @@ impl Default for Broker {
 pub(crate) struct ObserverCursor(u64);
 
 impl Broker {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Queue a request (its `id` is assigned here); returns the id and where the
     /// decision will arrive.
     pub(crate) fn submit(
@@ -72,7 +69,7 @@ impl Broker {
         request.id = format!("b{seq}");
         let id = request.id.clone();
         let (decide, rx) = oneshot::channel();
-        self.lock().push(Pending {
+        self.pending.lock_unpoisoned().push(Pending {
             seq,
             request,
             decide,
@@ -84,7 +81,7 @@ impl Broker {
     /// Resolve `id`. An unknown or already resolved id is an error.
     pub(crate) fn resolve(&self, id: &str, decision: Decision) -> Result<(), UnknownRequest> {
         let p = {
-            let mut g = self.lock();
+            let mut g = self.pending.lock_unpoisoned();
             let i = g
                 .iter()
                 .position(|p| p.request.id == id)
@@ -99,7 +96,7 @@ impl Broker {
     /// Withdraw `id` (its request was cancelled, killed or timed out); returns
     /// whether it was still pending.
     pub(crate) fn withdraw(&self, id: &str) -> bool {
-        let mut g = self.lock();
+        let mut g = self.pending.lock_unpoisoned();
         let before = g.len();
         g.retain(|p| p.request.id != id);
         g.len() != before
@@ -111,7 +108,12 @@ impl Broker {
         let mut rx = self.submitted.subscribe();
         loop {
             rx.borrow_and_update();
-            if let Some(p) = self.lock().iter().find(|p| p.seq > cursor.0) {
+            if let Some(p) = self
+                .pending
+                .lock_unpoisoned()
+                .iter()
+                .find(|p| p.seq > cursor.0)
+            {
                 cursor.0 = p.seq;
                 return p.request.clone();
             }
@@ -125,7 +127,7 @@ impl Broker {
 
     /// Number of pending requests.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.pending.lock_unpoisoned().len()
     }
 
     /// Whether nothing is pending.

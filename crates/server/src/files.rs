@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio_util::sync::CancellationToken;
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_vfs::{ConnInfo, Error, File, Handle, OpenMode, Reservation};
 
 /// The largest request one open write-then-read file accepts. The connection's
@@ -126,7 +127,7 @@ struct RequestHandle<R> {
 
 impl<R: Request> RequestHandle<R> {
     fn response(&self) -> Result<Response, Error> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock_unpoisoned();
         if let State::Evaluating(r) = &*st {
             return Ok(r.clone());
         }
@@ -150,7 +151,7 @@ impl<R: Request> RequestHandle<R> {
             drop(held);
             r.map(|(bytes, after)| {
                 if after.is_some() {
-                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = after;
+                    *slot.lock_unpoisoned() = after;
                 }
                 bytes
             })
@@ -186,7 +187,7 @@ impl<R: Request> RequestHandle<R> {
 #[async_trait]
 impl<R: Request> Handle for RequestHandle<R> {
     async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock_unpoisoned();
         match &mut *st {
             State::Writing(buf, held) => {
                 if buf.len() + data.len() > MAX_REQUEST {
@@ -213,7 +214,7 @@ impl<R: Request> Handle for RequestHandle<R> {
     fn clunk(&self) {
         self.cancel.cancel();
         if self.answered.load(Ordering::Acquire) {
-            let after = self.after.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let after = self.after.lock_unpoisoned().take();
             if let Some(f) = after {
                 f();
             }

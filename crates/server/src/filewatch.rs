@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use toolsrv_base::LockUnpoisoned;
+
 use crate::sys;
 
 /// The longest a change inotify cannot report goes unnoticed.
@@ -96,10 +98,6 @@ impl FileWatch {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Watch `file` (followed if a symbolic link; it need not exist) and the
     /// directory that holds it. Called when a file starts to matter (a tool
     /// loaded, the policy at startup): two system calls then, none per call.
@@ -126,7 +124,7 @@ impl FileWatch {
                 }
                 Err(e) => {
                     tracing::info!(dir = %dir.display(), error = %e, "cannot watch the directory: tool and policy files are checked at every call");
-                    self.lock().blind = true;
+                    self.state.lock_unpoisoned().blind = true;
                     return;
                 }
             }
@@ -134,7 +132,7 @@ impl FileWatch {
         // The file itself, for a symbolic link's target elsewhere; a file
         // that does not exist yet is seen being created in its directory.
         let file_wd = sys::inotify_watch(fd.as_fd(), file, FILE_EVENTS).ok();
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         if let Some(name) = entry.file_name() {
             match st
                 .interest
@@ -161,7 +159,7 @@ impl FileWatch {
     /// the last call, or if it had not moved for [`RECHECK`]. One `read` of
     /// the inotify descriptor (`EAGAIN` when nothing happened).
     pub(crate) fn generation(&self) -> u64 {
-        let mut st = self.lock();
+        let mut st = self.state.lock_unpoisoned();
         let Some(fd) = self.fd.as_ref().filter(|_| !st.blind) else {
             self.bump(&mut st);
             return st.generation;
@@ -194,7 +192,7 @@ impl FileWatch {
             for file in again {
                 self.watch(&file);
             }
-            st = self.lock();
+            st = self.state.lock_unpoisoned();
         }
         st.generation
     }

@@ -107,7 +107,7 @@ fn read_record(path: &Path, slots: usize) -> Option<Vec<u8>> {
         .open(path)
         .ok()?;
     let meta = f.metadata().ok()?;
-    let me = toolsrv_protocol::ids::effective_uid();
+    let me = toolsrv_base::effective_uid();
     if !meta.is_file() || meta.uid() != me || meta.len() != table_len(slots) as u64 {
         return None;
     }

@@ -15,6 +15,8 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use toolsrv_base::LockUnpoisoned;
+
 /// How often to look again while orphans are alive.
 pub(crate) const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -28,9 +30,6 @@ pub(crate) struct Tracked {
 }
 
 impl Tracked {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
-        self.pids.lock().unwrap_or_else(|p| p.into_inner())
-    }
     /// Spawn while holding the lock, recording the new pid before the orphan
     /// reaper can look at it (a fast tool may already be a zombie when `spawn`
     /// returns).
@@ -39,14 +38,14 @@ impl Tracked {
         spawn: impl FnOnce() -> Result<T, E>,
         pid_of: impl FnOnce(&T) -> i32,
     ) -> Result<T, E> {
-        let mut g = self.lock();
+        let mut g = self.pids.lock_unpoisoned();
         let t = spawn()?;
         g.insert(pid_of(&t));
         Ok(t)
     }
     /// A tool was reaped (and its group killed): orphans may have appeared.
     pub(crate) fn remove(&self, pid: i32) {
-        self.lock().remove(&pid);
+        self.pids.lock_unpoisoned().remove(&pid);
         self.ended.notify_one();
     }
 }
@@ -128,7 +127,7 @@ pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
     // Hold the lock while deciding and reaping, so a tool being spawned right
     // now (recorded under the same lock) is never taken for an orphan. A
     // tracked tool's state is not read at all.
-    let g = tracked.lock();
+    let g = tracked.pids.lock_unpoisoned();
     for pid in kids {
         if g.contains(&pid) {
             continue;
@@ -150,7 +149,7 @@ pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
 /// Kill every child that is not a tracked tool (and its group): used at shutdown
 /// for orphans re-parented to us.
 pub(crate) fn kill_orphans(tracked: &Tracked) {
-    let g = tracked.lock();
+    let g = tracked.pids.lock_unpoisoned();
     for pid in children() {
         if !g.contains(&pid) {
             // A child of ours and its group; either may be gone already.

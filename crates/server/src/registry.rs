@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_metadata::{Catalog, MetaError, Tool};
 use toolsrv_protocol::{validate_agent_id, validate_tool_name, NameError};
 
@@ -78,16 +79,12 @@ impl Registry {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Agent>> {
-        self.agents.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Make `tool` (already resolved) callable for `agent`; returns the new revision.
     /// Loading an already loaded tool replaces its metadata and still counts.
     pub(crate) fn load(&self, agent: &str, tool: Tool) -> u64 {
         // Watched before its stamp is taken: a change in between is seen.
         self.files.watch(&tool.source);
-        let mut g = self.lock();
+        let mut g = self.agents.lock_unpoisoned();
         let stamp = Stamp::of(&tool.source);
         let a = g.entry(agent.to_string()).or_default();
         a.tools.insert(
@@ -104,7 +101,7 @@ impl Registry {
 
     /// Remove `tool` from `agent`'s loaded set; returns the new revision.
     pub(crate) fn unload(&self, agent: &str, tool: &str) -> Result<u64, RegistryError> {
-        let mut g = self.lock();
+        let mut g = self.agents.lock_unpoisoned();
         let not_loaded = || RegistryError::NotLoaded {
             tool: tool.to_string(),
             agent: agent.to_string(),
@@ -117,7 +114,8 @@ impl Registry {
 
     /// `agent`'s loaded tools, sorted by name.
     pub(crate) fn loaded(&self, agent: &str) -> Vec<Arc<Tool>> {
-        self.lock()
+        self.agents
+            .lock_unpoisoned()
             .get(agent)
             .map(|a| a.tools.values().map(|l| l.tool.clone()).collect())
             .unwrap_or_default()
@@ -125,7 +123,8 @@ impl Registry {
 
     /// One loaded tool.
     pub(crate) fn lookup(&self, agent: &str, tool: &str) -> Option<Arc<Tool>> {
-        self.lock()
+        self.agents
+            .lock_unpoisoned()
             .get(agent)
             .and_then(|a| a.tools.get(tool).map(|l| l.tool.clone()))
     }
@@ -141,7 +140,7 @@ impl Registry {
         generation: u64,
     ) -> Option<Lookup> {
         let (t, stamp) = {
-            let g = self.lock();
+            let g = self.agents.lock_unpoisoned();
             let l = g.get(agent)?.tools.get(tool)?;
             if l.checked == Some(generation) {
                 return Some(Lookup::Current(l.tool.clone()));
@@ -151,7 +150,7 @@ impl Registry {
         if Stamp::of(&t.source) != stamp {
             return Some(Lookup::Changed(t));
         }
-        let mut g = self.lock();
+        let mut g = self.agents.lock_unpoisoned();
         if let Some(l) = g.get_mut(agent).and_then(|a| a.tools.get_mut(tool)) {
             // Only if it is still the version just checked.
             if Arc::ptr_eq(&l.tool, &t) {
@@ -163,7 +162,10 @@ impl Registry {
 
     /// `agent`'s revision: 0 for an agent never seen.
     pub(crate) fn revision(&self, agent: &str) -> u64 {
-        self.lock().get(agent).map_or(0, |a| a.revision)
+        self.agents
+            .lock_unpoisoned()
+            .get(agent)
+            .map_or(0, |a| a.revision)
     }
 }
 

@@ -121,7 +121,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn uid() -> u32 {
-        toolsrv_protocol::ids::effective_uid()
+        toolsrv_base::effective_uid()
     }
 
     fn file(text: &str, mode: u32) -> (tempfile::TempDir, PathBuf) {

@@ -32,6 +32,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use toolsrv_base::LockUnpoisoned;
+
 use crate::sys;
 
 /// Slots in the shared table: slot 0 holds how many slots were ever used (the
@@ -171,13 +173,9 @@ impl Watchdog {
         self.survivors_killed
     }
 
-    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
-        self.books.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// A tool process group was started.
     pub(crate) fn track(&self, pgid: i32) {
-        let mut b = self.books();
+        let mut b = self.books.lock_unpoisoned();
         let slot = match b.free.pop() {
             Some(s) => s,
             None if b.used + 1 < SLOTS => {
@@ -210,7 +208,7 @@ impl Watchdog {
 
     /// A tool process group is gone (reaped and killed).
     pub(crate) fn untrack(&self, pgid: i32) {
-        let mut b = self.books();
+        let mut b = self.books.lock_unpoisoned();
         if let Some(slot) = b.slot_of.remove(&pgid) {
             self.table.slot(slot).store(0, Ordering::Release);
             self.table.start(slot).store(0, Ordering::Release);

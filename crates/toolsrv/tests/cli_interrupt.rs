@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use toolsrv_base::LockUnpoisoned;
+
 use crate::util::{cli, toolsrv_bin, wait_until, Server, WAIT};
 
 /// The approval hint, up to the id.
@@ -71,9 +73,7 @@ impl TerminalCall {
                     break;
                 }
                 let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-                sink.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_str(&text);
+                sink.lock_unpoisoned().push_str(&text);
             }
         });
         let mut master = File::from(master);
@@ -90,10 +90,7 @@ impl TerminalCall {
     }
 
     fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.stderr.lock_unpoisoned().clone()
     }
 
     fn signal(&self, sig: i32) {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_wire::Body;
 
 use crate::procs_util::os_dead;
@@ -132,8 +133,7 @@ impl toolsrv_vfs::Handle for PromptHandle {
         let n = data.len() as u32;
         let text = String::from_utf8_lossy(&data).into_owned();
         self.inbox
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_unpoisoned()
             .push((self.session.clone(), text));
         Ok(n)
     }
@@ -214,7 +214,7 @@ impl FakeOllie {
 
     /// The messages received so far.
     pub fn messages(&self) -> Vec<(String, String)> {
-        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inbox.lock_unpoisoned().clone()
     }
 
     /// Wait until at least `n` messages arrived; returns them all.

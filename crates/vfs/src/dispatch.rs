@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio_util::sync::CancellationToken;
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_wire::{
     Body, Frame, Qid, Stat, DMAUTH, NOFID, OEXEC, ORCLOSE, ORDWR, OTRUNC, OWRITE, QTAUTH,
     VERSION_9P2000,
@@ -385,10 +386,7 @@ impl Conn {
         match self.io_target(fid, true) {
             Err(e) => reply(out, tag, Err(e)),
             Ok(IoTarget::Dir(l)) => {
-                let r = l
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .read(offset, count);
+                let r = l.lock_unpoisoned().read(offset, count);
                 reply(out, tag, r.map(|data| Body::Rread { data }))
             }
             Ok(IoTarget::Handle(h, cancel)) => {

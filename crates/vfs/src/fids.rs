@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use toolsrv_base::LockUnpoisoned;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::AuthHandle;
@@ -65,7 +67,7 @@ pub(crate) struct FidTable {
 
 impl FidTable {
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut HashMap<u32, Fid>) -> R) -> R {
-        let mut g = self.fids.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.fids.lock_unpoisoned();
         f(&mut g)
     }
 

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use toolsrv_base::LockUnpoisoned;
+
 use tokio::task::AbortHandle;
 
 /// Outstanding (task-run) requests by tag.
@@ -12,22 +14,18 @@ pub(crate) struct Inflight {
 }
 
 impl Inflight {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Option<AbortHandle>>> {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Whether `tag` is outstanding.
     pub(crate) fn contains(&self, tag: u16) -> bool {
-        self.lock().contains_key(&tag)
+        self.tasks.lock_unpoisoned().contains_key(&tag)
     }
 
     /// Register `tag` before its task starts, then attach the task's abort handle.
     pub(crate) fn reserve(&self, tag: u16) {
-        self.lock().insert(tag, None);
+        self.tasks.lock_unpoisoned().insert(tag, None);
     }
 
     pub(crate) fn attach(&self, tag: u16, h: AbortHandle) {
-        let mut g = self.lock();
+        let mut g = self.tasks.lock_unpoisoned();
         // Absent when already finished (or flushed): nothing to attach.
         if let Some(slot) = g.get_mut(&tag) {
             *slot = Some(h);
@@ -36,19 +34,19 @@ impl Inflight {
 
     /// Take `tag` out: `true` if it was still outstanding (so its reply may be sent).
     pub(crate) fn finish(&self, tag: u16) -> bool {
-        self.lock().remove(&tag).is_some()
+        self.tasks.lock_unpoisoned().remove(&tag).is_some()
     }
 
     /// Abandon `tag`: no reply will be sent for it.
     pub(crate) fn flush(&self, tag: u16) {
-        if let Some(Some(h)) = self.lock().remove(&tag) {
+        if let Some(Some(h)) = self.tasks.lock_unpoisoned().remove(&tag) {
             h.abort();
         }
     }
 
     /// Abandon everything (connection closing or `Tversion`).
     pub(crate) fn abort_all(&self) {
-        for (_, h) in self.lock().drain() {
+        for (_, h) in self.tasks.lock_unpoisoned().drain() {
             if let Some(h) = h {
                 h.abort();
             }

@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use tokio::io::AsyncWrite;
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_wire::Body;
 
 use crate::inflight::Inflight;
@@ -66,13 +67,13 @@ impl Writer {
     /// When the replies held now must be released ([`Writer::release`]),
     /// or `None` when nothing is held.
     pub(crate) fn hold_deadline(&self) -> Option<Instant> {
-        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+        *self.deadline.lock_unpoisoned()
     }
 
     /// Nothing is held any more (called under the state lock, after a write
     /// of the held replies).
     fn held_sent(&self) {
-        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.deadline.lock_unpoisoned() = None;
     }
 
     /// Send the reply of a task-run request unless its tag was flushed; held
@@ -119,7 +120,7 @@ impl Writer {
         // `send_task_reply` takes the tag out under this lock: if it is still
         // there, that reply (or the timer of its task) will carry these.
         if inflight.contains(tag) {
-            let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
+            let mut deadline = self.deadline.lock_unpoisoned();
             if deadline.is_none() && !held.is_empty() {
                 *deadline = Some(Instant::now() + HOLD_LIMIT);
             }

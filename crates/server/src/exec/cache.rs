@@ -6,6 +6,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use toolsrv_base::LockUnpoisoned;
+
 /// How long a derived value is reused.
 pub(crate) const TTL: Duration = Duration::from_secs(2);
 
@@ -41,14 +43,14 @@ impl<K: PartialEq, V: Clone> TtlCache<K, V> {
     pub(crate) fn get_or(&self, key: K, make: impl FnOnce() -> V) -> V {
         let now = Instant::now();
         {
-            let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.entries.lock_unpoisoned();
             g.retain(|(_, at, _)| now.duration_since(*at) < TTL);
             if let Some((_, _, v)) = g.iter().find(|(k, _, _)| *k == key) {
                 return v.clone();
             }
         }
         let v = make();
-        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.entries.lock_unpoisoned();
         if g.len() >= CAPACITY {
             g.remove(0);
         }

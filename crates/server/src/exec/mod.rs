@@ -20,6 +20,7 @@ mod views;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::contain::Containment;
 use toolsrv_sandbox::policy::{PathContext, Policy, PolicyStore};
@@ -194,26 +195,19 @@ impl Executor {
     /// when the file-watch `generation` moved since it last was (the policy
     /// file is watched from startup: see [`crate::filewatch`]).
     fn current_policy(&self, generation: u64) -> Arc<Policy> {
-        if let Some((g, p)) = &*self
-            .policy_checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-        {
+        if let Some((g, p)) = &*self.policy_checked.lock_unpoisoned() {
             if *g == generation {
                 return p.clone();
             }
         }
         let p = self.policy.current();
-        *self
-            .policy_checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some((generation, p.clone()));
+        *self.policy_checked.lock_unpoisoned() = Some((generation, p.clone()));
         p
     }
 
     /// The validator for `policy` (built-in rules plus its `validation.deny`), cached.
     fn validator(&self, policy: &Arc<Policy>) -> Result<Arc<Validator>, Refused> {
-        let mut cache = self.validators.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self.validators.lock_unpoisoned();
         if let Some((_, v)) = cache.iter().find(|(p, _)| Arc::ptr_eq(p, policy)) {
             return Ok(v.clone());
         }
@@ -228,7 +222,7 @@ impl Executor {
     /// The prepared Landlock/seccomp confinement for `rules`, cached.
     fn confinement(&self, rules: &Arc<ResolvedRules>) -> Result<Arc<Confinement>, Refused> {
         {
-            let mut cache = self.confinements.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cache = self.confinements.lock_unpoisoned();
             // The same resolution (the common case) is found by identity,
             // without comparing every path.
             if let Some((_, c)) = cache.iter().find(|(r, _)| Arc::ptr_eq(r, rules)) {
@@ -247,7 +241,7 @@ impl Executor {
         for note in c.unenforced() {
             tracing::warn!(what = %note, "sandbox rule not enforced by this kernel (best effort)");
         }
-        let mut cache = self.confinements.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self.confinements.lock_unpoisoned();
         if cache.len() >= CONFINEMENT_CACHE {
             cache.remove(0);
         }

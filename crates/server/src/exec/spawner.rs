@@ -115,6 +115,7 @@ impl Spawner {
 mod unconfined {
     use std::sync::mpsc;
     use std::sync::{Mutex, OnceLock};
+    use toolsrv_base::LockUnpoisoned;
 
     use toolsrv_sandbox::spawn::{Child, SpawnError};
 
@@ -157,8 +158,7 @@ mod unconfined {
             source: std::io::Error::from_raw_os_error(libc::ECHILD),
         };
         queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_unpoisoned()
             .send((Box::new(work), reply_tx))
             .map_err(|_| gone())?;
         reply_rx.recv().map_err(|_| gone())?

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_sandbox::policy::{PathContext, Policy};
 use toolsrv_sandbox::view::{ProtectedSet, RulePaths, ServerFiles, Sources, View, ViewError};
 
@@ -99,10 +100,10 @@ impl Views {
     /// On a server running as root: the root-only files under the read
     /// rules (hidden unless a rule names them; CONTRACT §13).
     fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
-        if toolsrv_protocol::ids::effective_uid() != 0 {
+        if toolsrv_base::effective_uid() != 0 {
             return Vec::new();
         }
-        let mut cache = self.root_only.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self.root_only.lock_unpoisoned();
         if let Some((r, found)) = &*cache {
             if **r == **rules {
                 return found.clone();
@@ -132,7 +133,7 @@ impl Views {
         policy: &Arc<Policy>,
     ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
         {
-            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let slots = self.slots.lock_unpoisoned();
             if let Some(s) = slots
                 .iter()
                 .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))
@@ -153,7 +154,7 @@ impl Views {
             rules: rules.clone(),
             stale: AtomicBool::new(false),
         });
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slots = self.slots.lock_unpoisoned();
         slots.retain(|s| !(Arc::ptr_eq(&s.policy, policy) || s.stale.load(Ordering::Relaxed)));
         if slots.len() >= KEPT {
             slots.remove(0);
@@ -204,7 +205,7 @@ fn rescan(views: Weak<Views>) {
         let Some(v) = views.upgrade() else {
             return;
         };
-        let slots: Vec<Arc<Slot>> = v.slots.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let slots: Vec<Arc<Slot>> = v.slots.lock_unpoisoned().clone();
         drop(v);
         for s in slots {
             if s.stale.load(Ordering::Relaxed) {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use toolsrv_base::LockUnpoisoned;
 use toolsrv_protocol::{format_rfc3339_millis, ProcStat, ProcState};
 
 use output::Output;
@@ -100,19 +101,15 @@ impl Drop for OpenFile {
 }
 
 impl Proc {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Mutable> {
-        self.m.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Set a non-final state (`running` after approval, for example).
     pub(crate) fn set_state(&self, state: ProcState) {
-        self.lock().state = state;
+        self.m.lock_unpoisoned().state = state;
     }
 
     /// Record the OS pid of the tool just spawned; returns a signal that was
     /// asked for before it existed, to be delivered now.
     pub(crate) fn started(&self, pid: i32) -> Option<i32> {
-        let mut m = self.lock();
+        let mut m = self.m.lock_unpoisoned();
         m.os_pid = Some(pid);
         m.pending_signal.take()
     }
@@ -120,7 +117,7 @@ impl Proc {
     /// Record the end: final state and exit code. Only the first call counts.
     pub(crate) fn finish(&self, state: ProcState, exit_code: i32) {
         {
-            let mut m = self.lock();
+            let mut m = self.m.lock_unpoisoned();
             if m.ended.is_some() {
                 return;
             }
@@ -136,7 +133,7 @@ impl Proc {
             .store(self.output.retained() + entry, Ordering::Release);
         self.ended.send_replace(true);
         if let Some(t) = self.table.upgrade() {
-            let n = lock_table(&t).ended(self.pid);
+            let n = t.lock_unpoisoned().ended(self.pid);
             if n > 0 {
                 tracing::debug!(
                     dismissed = n,
@@ -155,7 +152,7 @@ impl Proc {
     /// Remove a released process from its table, unless a file of it is open.
     fn dismiss_released(&self) {
         if let Some(t) = self.table.upgrade() {
-            let mut g = lock_table(&t);
+            let mut g = t.lock_unpoisoned();
             // Checked under the table lock: an open racing with this keeps it.
             if self.open_files.load(Ordering::Acquire) == 0 {
                 g.remove(self.pid);
@@ -165,35 +162,35 @@ impl Proc {
 
     /// Record the limits the run reached (before [`Proc::finish`]).
     pub(crate) fn set_limits_reached(&self, lines: Vec<String>) {
-        self.lock().limits_reached = lines;
+        self.m.lock_unpoisoned().limits_reached = lines;
     }
 
     /// The `[toolsrv: limit reached: ...]` lines of the run (empty when none).
     pub(crate) fn limits_reached(&self) -> Vec<String> {
-        self.lock().limits_reached.clone()
+        self.m.lock_unpoisoned().limits_reached.clone()
     }
 
     /// Whether it has ended.
     pub(crate) fn is_finished(&self) -> bool {
-        self.lock().ended.is_some()
+        self.m.lock_unpoisoned().ended.is_some()
     }
 
     /// The state and exit code now (cheaper than [`Proc::stat`]).
     pub(crate) fn outcome(&self) -> (ProcState, Option<i32>) {
-        let m = self.lock();
+        let m = self.m.lock_unpoisoned();
         (m.state, m.exit_code)
     }
 
     /// When it ended, if it has.
     pub(crate) fn ended_at(&self) -> Option<Instant> {
-        self.lock().ended.map(|e| e.1)
+        self.m.lock_unpoisoned().ended.map(|e| e.1)
     }
 
     /// Wait until it has ended; returns the exit code.
     pub(crate) async fn wait(&self) -> i32 {
         let mut rx = self.ended.subscribe();
         let _ = rx.wait_for(|e| *e).await;
-        self.lock().exit_code.unwrap_or(-1)
+        self.m.lock_unpoisoned().exit_code.unwrap_or(-1)
     }
 
     /// The signal sent through `ctl` while awaiting approval, if any.
@@ -208,7 +205,7 @@ impl Proc {
     /// before it starts (its request withdrawn).
     pub(crate) fn signal(&self, sig: i32) -> Result<(), ProcError> {
         let pgid = {
-            let mut m = self.lock();
+            let mut m = self.m.lock_unpoisoned();
             match (m.state, m.os_pid) {
                 (ProcState::AwaitingApproval, _) => {
                     drop(m);
@@ -244,7 +241,7 @@ impl Proc {
 
     /// The ProcStat JSON object of CONTRACT §7.
     pub(crate) fn stat(&self) -> ProcStat {
-        let m = self.lock();
+        let m = self.m.lock_unpoisoned();
         let runtime = match m.ended {
             Some((_, at)) => at.duration_since(self.started_at),
             None => self.started_at.elapsed(),
@@ -265,10 +262,6 @@ impl Proc {
             sandboxed: self.spec.sandboxed,
         }
     }
-}
-
-fn lock_table(t: &Mutex<Table>) -> std::sync::MutexGuard<'_, Table> {
-    t.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Why a `ctl` command on a process failed.
@@ -319,10 +312,6 @@ impl ProcTable {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        lock_table(&self.procs)
-    }
-
     /// Create and register a process in state `state`. Its stop token is a
     /// child of `parent` when given (a synchronous request's cancellation).
     /// A background process is refused when its agent has as many running
@@ -333,7 +322,7 @@ impl ProcTable {
         state: ProcState,
         parent: Option<&CancellationToken>,
     ) -> Result<Arc<Proc>, CreateError> {
-        let mut g = self.lock();
+        let mut g = self.procs.lock_unpoisoned();
         if spec.background {
             let limit = g.retention().max_background_per_agent;
             let running = g
@@ -392,12 +381,13 @@ impl ProcTable {
 
     /// One process.
     pub(crate) fn get(&self, pid: u64) -> Option<Arc<Proc>> {
-        self.lock().map.get(&pid).cloned()
+        self.procs.lock_unpoisoned().map.get(&pid).cloned()
     }
 
     /// All processes (or one agent's), by pid.
     pub(crate) fn list(&self, agent: Option<&str>) -> Vec<Arc<Proc>> {
-        self.lock()
+        self.procs
+            .lock_unpoisoned()
             .map
             .values()
             .filter(|p| agent.is_none_or(|a| p.spec.agent == a))
@@ -407,7 +397,7 @@ impl ProcTable {
 
     /// Remove a finished process.
     pub(crate) fn dismiss(&self, pid: u64) -> Result<(), ProcError> {
-        let mut g = self.lock();
+        let mut g = self.procs.lock_unpoisoned();
         match g.map.get(&pid) {
             None => Err(ProcError::Unknown(pid)),
             Some(p) if !p.is_finished() => Err(ProcError::StillRunning(pid)),
@@ -420,7 +410,7 @@ impl ProcTable {
 
     /// Dismiss processes that ended more than `age` ago; returns how many.
     pub(crate) fn collect_garbage(&self, age: Duration) -> usize {
-        let mut g = self.lock();
+        let mut g = self.procs.lock_unpoisoned();
         let old: Vec<u64> = g
             .map
             .values()
@@ -435,7 +425,8 @@ impl ProcTable {
 
     /// Number of processes not yet finished.
     pub(crate) fn active(&self) -> usize {
-        self.lock()
+        self.procs
+            .lock_unpoisoned()
             .map
             .values()
             .filter(|p| !p.is_finished())
@@ -444,7 +435,7 @@ impl ProcTable {
 
     /// Stop every process (shutdown).
     pub(crate) fn stop_all(&self) {
-        for p in self.lock().map.values() {
+        for p in self.procs.lock_unpoisoned().map.values() {
             p.stop.cancel();
         }
     }

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use toolsrv_base::LockUnpoisoned;
+
 use tokio::sync::{watch, Notify};
 
 /// A follower that has not read for this long no longer holds the tool back.
@@ -84,35 +86,24 @@ impl Output {
     /// Register a live reader; the tool is paced while it keeps reading.
     pub(crate) fn follow(&self) -> u64 {
         let id = self.next_follower.fetch_add(1, Ordering::Relaxed);
-        self.followers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                id,
-                Follower {
-                    pos: 0,
-                    seen: Instant::now(),
-                },
-            );
+        self.followers.lock_unpoisoned().insert(
+            id,
+            Follower {
+                pos: 0,
+                seen: Instant::now(),
+            },
+        );
         id
     }
 
     /// The reader `id` is gone.
     pub(crate) fn unfollow(&self, id: u64) {
-        self.followers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        self.followers.lock_unpoisoned().remove(&id);
         self.followed.notify_waiters();
     }
 
     fn advance(&self, id: u64, pos: u64) {
-        if let Some(f) = self
-            .followers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&id)
-        {
+        if let Some(f) = self.followers.lock_unpoisoned().get_mut(&id) {
             f.pos = pos;
             f.seen = Instant::now();
         }
@@ -122,19 +113,14 @@ impl Output {
     /// Whether appending `n` bytes now would drop bytes a live follower has not read.
     fn would_outrun(&self, n: usize) -> bool {
         let (tail_start_after, head_cap) = {
-            let b = self.lock();
+            let b = self.buf.lock_unpoisoned();
             let total = b.total + n as u64;
             (total.saturating_sub(b.tail_cap as u64), b.head_cap as u64)
         };
         let now = Instant::now();
-        self.followers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .any(|f| {
-                now.duration_since(f.seen) < FOLLOWER_STALL
-                    && tail_start_after > f.pos.max(head_cap)
-            })
+        self.followers.lock_unpoisoned().values().any(|f| {
+            now.duration_since(f.seen) < FOLLOWER_STALL && tail_start_after > f.pos.max(head_cap)
+        })
     }
 
     /// Append bytes, first waiting (a bounded time) while a live follower would
@@ -151,14 +137,10 @@ impl Output {
         self.push(data);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Buf> {
-        self.buf.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Append bytes the tool wrote.
     pub(crate) fn push(&self, mut data: &[u8]) {
         let total = {
-            let mut b = self.lock();
+            let mut b = self.buf.lock_unpoisoned();
             b.total += data.len() as u64;
             let room = b.head_cap - b.head.len();
             if room > 0 {
@@ -181,7 +163,7 @@ impl Output {
     /// No more bytes will come: what is retained is trimmed to its size.
     pub(crate) fn finish(&self) {
         {
-            let mut b = self.lock();
+            let mut b = self.buf.lock_unpoisoned();
             b.head.shrink_to_fit();
             b.tail.shrink_to_fit();
         }
@@ -190,13 +172,13 @@ impl Output {
 
     /// The bytes retained now (the first and last parts kept).
     pub(crate) fn retained(&self) -> u64 {
-        let b = self.lock();
+        let b = self.buf.lock_unpoisoned();
         (b.head.len() + b.tail.len()) as u64
     }
 
     /// The whole retained output, with the marker where bytes were dropped.
     pub(crate) fn snapshot(&self) -> Vec<u8> {
-        let b = self.lock();
+        let b = self.buf.lock_unpoisoned();
         let omitted = b.tail_start() - b.head.len() as u64;
         let mut out = Vec::with_capacity(b.head.len() + b.tail.len() + 40);
         out.extend_from_slice(&b.head);
@@ -212,7 +194,7 @@ impl Output {
     /// Bytes from `cursor` on (at most `count`), without waiting. A reader whose
     /// position was dropped gets the marker (with the count it missed) first.
     fn take(&self, cursor: &mut Cursor, count: usize) -> Vec<u8> {
-        let b = self.lock();
+        let b = self.buf.lock_unpoisoned();
         let pos = cursor.stream;
         let out = if pos < b.head.len() as u64 {
             let start = pos as usize;

@@ -5,10 +5,6 @@
 //! `SO_PEERCRED` reports to the other end of a socket. Every use compares
 //! with one of those (a file's owner, a peer's uid) or asks "am I root?".
 //! toolsrv never runs set-uid, so the real uid is the same number.
-//!
-//! It lives here because `toolsrv-protocol` is the lowest crate that every
-//! crate asking (client, metadata, remote, sandbox, server, toolsrv) already
-//! depends on.
 
 /// This process's effective uid (`geteuid(2)`).
 pub fn effective_uid() -> u32 {

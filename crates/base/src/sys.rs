@@ -1,4 +1,4 @@
-//! The protocol crate's one raw system call, behind a safe wrapper.
+//! This crate's one raw system call, behind a safe wrapper.
 
 /// `geteuid()`.
 pub(crate) fn geteuid() -> u32 {

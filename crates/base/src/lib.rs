@@ -1,0 +1,16 @@
+//! The few helpers every toolsrv crate shares, below the 9P codec and the
+//! protocol types: [`effective_uid`] (the one safe way to ask who this
+//! process is) and [`LockUnpoisoned`] (locking a mutex whose holder
+//! panicked).
+//!
+//! A crate of its own because the crates that use them have no other common
+//! dependency: `toolsrv-vfs` builds on `toolsrv-wire` alone and
+//! `toolsrv-metadata` on `toolsrv-protocol` alone. It depends on nothing but
+//! `libc`.
+
+mod ids;
+mod sync;
+mod sys;
+
+pub use ids::effective_uid;
+pub use sync::LockUnpoisoned;
