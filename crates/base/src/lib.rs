@@ -1,7 +1,8 @@
 //! The few helpers every toolsrv crate shares, below the 9P codec and the
 //! protocol types: [`effective_uid`] (the one safe way to ask who this
-//! process is) and [`LockUnpoisoned`] (locking a mutex whose holder
-//! panicked).
+//! process is), [`LockUnpoisoned`] (locking a mutex whose holder panicked)
+//! and [`FileStamp`] (one version of a file, to re-read it only when it
+//! changed).
 //!
 //! A crate of its own because the crates that use them have no other common
 //! dependency: `toolsrv-vfs` builds on `toolsrv-wire` alone and
@@ -9,8 +10,10 @@
 //! `libc`.
 
 mod ids;
+mod stamp;
 mod sync;
 mod sys;
 
 pub use ids::effective_uid;
+pub use stamp::FileStamp;
 pub use sync::LockUnpoisoned;

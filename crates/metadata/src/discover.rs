@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, Metadata};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use toolsrv_base::LockUnpoisoned;
+use toolsrv_base::{FileStamp, LockUnpoisoned};
 
 use crate::error::MetaError;
 use crate::host::Host;
@@ -24,30 +24,6 @@ pub fn valid_tool_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._:@-".contains(&b))
-}
-
-/// What a stat says about one file, enough to notice any change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-    mode: u32,
-}
-
-impl FileStamp {
-    fn of(m: &Metadata) -> FileStamp {
-        FileStamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-            mode: m.mode(),
-        }
-    }
 }
 
 /// The stats of every file a tool came from.

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use toolsrv_base::LockUnpoisoned;
+use toolsrv_base::{FileStamp, LockUnpoisoned};
 use toolsrv_metadata::{Catalog, MetaError, Tool};
 use toolsrv_protocol::{validate_agent_id, validate_tool_name, NameError};
 
@@ -36,23 +36,10 @@ struct Agent {
 /// A loaded tool and what its metadata file was when it was loaded.
 struct Loaded {
     tool: Arc<Tool>,
-    stamp: Option<Stamp>,
+    stamp: Option<FileStamp>,
     /// The [`FileWatch`] generation at which the file was last found as it
     /// was when loaded (`None`: not checked since loaded).
     checked: Option<u64>,
-}
-
-/// What identifies a version of a file: device, inode, size, modification time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp(u64, u64, u64, i64, i64);
-
-impl Stamp {
-    /// The stamp of `path` now (`None` when it cannot be read).
-    fn of(path: &std::path::Path) -> Option<Stamp> {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).ok()?;
-        Some(Stamp(m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
-    }
 }
 
 /// A loaded tool as found by [`Registry::lookup_checked`].
@@ -85,7 +72,7 @@ impl Registry {
         // Watched before its stamp is taken: a change in between is seen.
         self.files.watch(&tool.source);
         let mut g = self.agents.lock_unpoisoned();
-        let stamp = Stamp::of(&tool.source);
+        let stamp = FileStamp::of_path(&tool.source);
         let a = g.entry(agent.to_string()).or_default();
         a.tools.insert(
             tool.name.clone(),
@@ -147,7 +134,7 @@ impl Registry {
             }
             (l.tool.clone(), l.stamp)
         };
-        if Stamp::of(&t.source) != stamp {
+        if FileStamp::of_path(&t.source) != stamp {
             return Some(Lookup::Changed(t));
         }
         let mut g = self.agents.lock_unpoisoned();
