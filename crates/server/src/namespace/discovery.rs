@@ -144,16 +144,10 @@ struct CtlHandle(Arc<Server>);
 #[async_trait]
 impl Handle for CtlHandle {
     async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
-        let n = data.len() as u32;
-        let text =
-            String::from_utf8(data).map_err(|_| Error::new("ctl: command is not valid UTF-8"))?;
+        let (n, commands) = super::ctl_commands(data)?;
         let server = self.0.clone();
         blocking(move || {
-            for line in text.lines() {
-                let line = line.trim_end_matches('\r');
-                if line.trim().is_empty() {
-                    continue;
-                }
+            for line in &commands {
                 apply_ctl(&server.registry, &server.catalog, line)?;
             }
             Ok::<(), Error>(())

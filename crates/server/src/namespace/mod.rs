@@ -22,6 +22,22 @@ pub(crate) fn rerror(e: impl std::error::Error) -> toolsrv_vfs::Error {
     toolsrv_vfs::Error::new(e.to_string())
 }
 
+/// One write to a `ctl` file (the root's or a process's): the byte count to
+/// answer with and its commands. The write is UTF-8 text, one command per
+/// line; a `\r` before the newline is dropped and blank lines are skipped.
+pub(crate) fn ctl_commands(data: Vec<u8>) -> Result<(u32, Vec<String>), toolsrv_vfs::Error> {
+    let n = data.len() as u32;
+    let text = String::from_utf8(data)
+        .map_err(|_| toolsrv_vfs::Error::new("ctl: command is not valid UTF-8"))?;
+    let commands = text
+        .lines()
+        .map(|line| line.trim_end_matches('\r'))
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    Ok((n, commands))
+}
+
 /// The whole tree.
 pub(crate) fn spec(server: &Arc<Server>) -> Node {
     dir(

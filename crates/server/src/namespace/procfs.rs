@@ -263,11 +263,9 @@ struct CtlHandle {
 #[async_trait]
 impl Handle for CtlHandle {
     async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
-        let n = data.len() as u32;
-        let text =
-            String::from_utf8(data).map_err(|_| Error::new("ctl: command is not valid UTF-8"))?;
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            self.apply(line)?;
+        let (n, commands) = super::ctl_commands(data)?;
+        for line in &commands {
+            self.apply(line.trim())?;
         }
         Ok(n)
     }
