@@ -8,7 +8,7 @@ use crate::decode_body::read_body;
 use crate::encode_body::{body_len, put_body, put_twrite, twrite_len};
 use crate::message::{msgtype, Frame, Stat, HEADER_LEN};
 use crate::reader::Reader;
-use crate::stat::{put_stat, read_stat, stat_len};
+use crate::stat::{put_stat, read_stat, stat_len, StatError};
 
 /// Why a frame could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -135,9 +135,9 @@ pub fn encode_stat(stat: &Stat, out: &mut Vec<u8>) {
 /// Decode one stat entry (with its leading `size[2]`) from the front of `buf`;
 /// returns it and the number of bytes consumed. The fields must fill the entry's
 /// declared size exactly.
-pub fn decode_stat(buf: &[u8]) -> Result<(Stat, usize), String> {
+pub fn decode_stat(buf: &[u8]) -> Result<(Stat, usize), StatError> {
     let mut r = Reader::new(buf);
-    let stat = read_stat(&mut r).map_err(|f| f.reason("stat entry"))?;
+    let stat = read_stat(&mut r)?;
     Ok((stat, buf.len() - r.remaining()))
 }
 

@@ -2,7 +2,7 @@
 
 use crate::message::{msgtype as t, Body, Stat};
 use crate::reader::{Fault, Reader};
-use crate::stat::read_stat;
+use crate::stat::{read_stat, StatError};
 
 /// Decode the body of a message of type `ty`; the caller checks that `r` is
 /// then empty.
@@ -109,10 +109,8 @@ fn sized_stat(r: &mut Reader<'_>) -> Result<Stat, Fault> {
     if let [lo, hi, ..] = *bytes {
         let inner = u16::from_le_bytes([lo, hi]);
         if usize::from(inner) + 2 != usize::from(n) {
-            return Err(Fault::Stat(format!(
-                "stat size {inner} disagrees with n {n}"
-            )));
+            return Err(Fault::Stat(StatError::SizeMismatch { inner, n }));
         }
     }
-    read_stat(&mut Reader::new(bytes))
+    read_stat(&mut Reader::new(bytes)).map_err(Fault::Stat)
 }

@@ -28,3 +28,4 @@ pub use codec::{
 };
 pub use frame_io::read_frame;
 pub use message::*;
+pub use stat::StatError;

@@ -16,8 +16,8 @@ pub(crate) enum Fault {
     TooManyWalk(u16),
     /// Bytes left over after the last field.
     Trailing(usize),
-    /// A problem inside a stat entry, already phrased as a reason.
-    Stat(String),
+    /// A problem inside a stat entry.
+    Stat(crate::stat::StatError),
     /// A type byte that is not a 9P2000 message (including `Terror`).
     UnknownType(u8),
 }
@@ -30,7 +30,7 @@ impl Fault {
             Fault::InvalidUtf8 => "invalid UTF-8 in string".to_owned(),
             Fault::TooManyWalk(n) => format!("too many walk elements: {n}"),
             Fault::Trailing(n) => format!("trailing bytes after {name}: {n}"),
-            Fault::Stat(reason) => reason,
+            Fault::Stat(e) => e.to_string(),
             Fault::UnknownType(ty) => format!("unknown message type {ty}"),
         }
     }

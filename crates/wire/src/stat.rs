@@ -49,23 +49,44 @@ pub(crate) fn put_stat(out: &mut Vec<u8>, stat: &Stat) {
     }
 }
 
+/// Why a stat entry could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatError {
+    /// The bytes end before the entry's declared size or before its last field.
+    #[error("truncated stat entry")]
+    Truncated,
+    /// Bytes are left inside the entry's declared size after its last field.
+    #[error("trailing bytes in stat entry: {0}")]
+    Trailing(usize),
+    /// One of its strings is not UTF-8.
+    #[error("invalid UTF-8 in string")]
+    InvalidUtf8,
+    /// In `Twstat`/`Rstat`, the entry's own size is not the message's `n` - 2.
+    #[error("stat size {inner} disagrees with n {n}")]
+    SizeMismatch {
+        /// The entry's `size[2]`.
+        inner: u16,
+        /// The message's `n[2]`.
+        n: u16,
+    },
+}
+
 /// Read one entry (`size[2]` included). The entry's fields must exactly fill its
 /// declared size: a short entry is `truncated stat entry`, extra bytes inside it
 /// are `trailing bytes in stat entry: N`.
-pub(crate) fn read_stat(r: &mut Reader<'_>) -> Result<Stat, Fault> {
-    let truncated = |_| Fault::Stat("truncated stat entry".to_owned());
+pub(crate) fn read_stat(r: &mut Reader<'_>) -> Result<Stat, StatError> {
+    let truncated = |_| StatError::Truncated;
     let size = r.u16().map_err(truncated)?;
     let entry = r.bytes(usize::from(size)).map_err(truncated)?;
     let mut e = Reader::new(entry);
+    // The fields are integers, a qid and strings: running short or a string
+    // that is not UTF-8 is all that can go wrong.
     let stat = read_fields(&mut e).map_err(|f| match f {
-        Fault::Truncated => Fault::Stat("truncated stat entry".to_owned()),
-        other => other,
+        Fault::InvalidUtf8 => StatError::InvalidUtf8,
+        _ => StatError::Truncated,
     })?;
     if e.remaining() != 0 {
-        return Err(Fault::Stat(format!(
-            "trailing bytes in stat entry: {}",
-            e.remaining()
-        )));
+        return Err(StatError::Trailing(e.remaining()));
     }
     Ok(stat)
 }

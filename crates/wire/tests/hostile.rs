@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use toolsrv_wire::{
     decode, decode_stat, encode_stat, encode_to_vec, msgtype, samples, Body, DecodeError, Frame,
-    Qid,
+    Qid, StatError,
 };
 
 /// Records, per thread, the largest single allocation requested.
@@ -376,7 +376,7 @@ fn decode_stat_rejects_short_and_padded_entries() {
     for cut in 0..entry.len() {
         assert_eq!(
             decode_stat(&entry[..cut]),
-            Err("truncated stat entry".to_owned()),
+            Err(StatError::Truncated),
             "cut at {cut}"
         );
     }
@@ -387,8 +387,5 @@ fn decode_stat_rejects_short_and_padded_entries() {
     let mut grown = [&entry[..], &[9, 9]].concat();
     let inner = u16::from_le_bytes([entry[0], entry[1]]) + 2;
     grown[..2].copy_from_slice(&inner.to_le_bytes());
-    assert_eq!(
-        decode_stat(&grown),
-        Err("trailing bytes in stat entry: 2".to_owned())
-    );
+    assert_eq!(decode_stat(&grown), Err(StatError::Trailing(2)));
 }

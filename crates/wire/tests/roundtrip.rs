@@ -54,7 +54,7 @@ proptest! {
         let mut rest = &out[..];
         let mut back = Vec::new();
         while !rest.is_empty() {
-            let (s, used) = decode_stat(rest).map_err(TestCaseError::fail)?;
+            let (s, used) = decode_stat(rest).map_err(|e| TestCaseError::fail(e.to_string()))?;
             back.push(s);
             rest = &rest[used..];
         }
