@@ -8,6 +8,7 @@ pub mod duration;
 pub mod limits;
 pub mod payload;
 pub mod procstat;
+pub mod refusal;
 pub mod result;
 pub mod size;
 pub mod timestamp;
@@ -22,6 +23,7 @@ pub use payload::{
     validate_tool_name, NameError, Payload, PayloadError,
 };
 pub use procstat::{ProcStat, ProcState};
+pub use refusal::CwdRefusal;
 pub use result::{image_mime, Content, ToolResult};
 pub use size::{parse_size, SizeError};
 pub use timestamp::format_rfc3339_millis;

@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Result};
 use toolsrv_client::{CallRequest, Client};
+use toolsrv_protocol::CwdRefusal;
 
 use crate::cli::{CallArgs, Global};
 use crate::output::for_terminal;
@@ -52,8 +53,10 @@ pub(crate) async fn ensure_loaded(client: &Client, agent: &str, tool: &str) -> R
 /// directory (it lies outside the server's `--cwd`, or the server cannot see
 /// it): then the request goes again without `cwd`.
 pub(crate) fn outside_cwd(message: &str) -> bool {
-    message.starts_with("working directory ")
-        && (message.contains("outside the server's --cwd") || message.contains("does not exist"))
+    matches!(
+        CwdRefusal::of_message(message),
+        Some(CwdRefusal::OutsideServerCwd | CwdRefusal::Missing)
+    )
 }
 
 /// Says on stderr (never stdout) where the tool ran instead of here.
@@ -78,4 +81,25 @@ pub(crate) async fn start_bg(client: &Client, global: &Global, a: &CallArgs) -> 
         r => r?,
     };
     Ok(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolsrv_sandbox::workdir::WorkDirError;
+
+    /// The server's texts are the sandbox's `WorkDirError`: the two it may
+    /// retry are recognised, the others are not.
+    #[test]
+    fn the_sandbox_refusals_of_a_working_directory_are_recognised() {
+        let outside = WorkDirError::Outside {
+            requested: "/home/u/elsewhere".into(),
+            base: "/srv/work".into(),
+        };
+        assert!(outside_cwd(&outside.to_string()), "{outside}");
+        let missing = WorkDirError::Missing("/gone".into());
+        assert!(outside_cwd(&missing.to_string()), "{missing}");
+        let file = WorkDirError::NotADirectory("/etc/passwd".into());
+        assert!(!outside_cwd(&file.to_string()), "{file}");
+    }
 }
