@@ -68,10 +68,7 @@ fn walk(root: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), RemoteError>
         let ent = ent.map_err(|e| RemoteError::io(format!("cannot read {}", dir.display()), e))?;
         let name = ent.file_name();
         let Some(name) = name.to_str() else {
-            return Err(RemoteError::Config(format!(
-                "{}: a file name that is not UTF-8",
-                dir.display()
-            )));
+            return Err(RemoteError::NonUtf8Name(dir.to_path_buf()));
         };
         quote::text(name)?;
         let child = format!("{rel}/{name}");
@@ -105,10 +102,7 @@ fn add(root: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), RemoteError> 
 /// The files of configuration directory `dir`, sorted.
 pub fn manifest(dir: &Path) -> Result<Vec<Entry>, RemoteError> {
     if !dir.is_dir() {
-        return Err(RemoteError::Config(format!(
-            "--config {}: no such directory",
-            dir.display()
-        )));
+        return Err(RemoteError::NoConfigDir(dir.to_path_buf()));
     }
     let mut out = Vec::new();
     for part in ["sandbox.yaml", "sandbox", "tools"] {

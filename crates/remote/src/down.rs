@@ -40,10 +40,10 @@ pub fn down(
         let start = Instant::now();
         while dir.supervisor().is_some() || dir.exists() {
             if start.elapsed() > Duration::from_secs(30) {
-                return Err(RemoteError::Remote(format!(
-                    "the supervisor (pid {pid}) did not finish within 30 s; see {}",
-                    dir.log().display()
-                )));
+                return Err(RemoteError::SupervisorStuck {
+                    pid,
+                    log: dir.log(),
+                });
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::RemoteError;
+use crate::error::{PlatformMismatch, RemoteError};
 use crate::probe::Probe;
 use crate::quote;
 use crate::ssh::{Input, Ssh};
@@ -131,19 +131,18 @@ pub fn ensure(
         }
     }
     if (probe.os.as_str(), probe.arch.as_str()) != host {
-        return Err(RemoteError::Remote(format!(
-            "{} is {}/{} and this toolsrv is built for {}/{}: install toolsrv {} there yourself{}",
-            ssh.address(),
-            probe.os,
-            probe.arch,
-            host.0,
-            host.1,
-            local.version,
-            match &probe.path_bin {
+        return Err(RemoteError::OtherPlatform(Box::new(PlatformMismatch {
+            address: ssh.address().to_string(),
+            os: probe.os.clone(),
+            arch: probe.arch.clone(),
+            local_os: host.0.to_string(),
+            local_arch: host.1.to_string(),
+            version: local.version.to_string(),
+            found: match &probe.path_bin {
                 Some((b, v)) => format!(" ({b} says {v:?})"),
                 None => String::new(),
-            }
-        )));
+            },
+        })));
     }
     let script = format!(
         r#"{prelude}

@@ -38,11 +38,7 @@ pub fn base() -> Result<PathBuf, RemoteError> {
     let state = match abs_env("XDG_STATE_HOME") {
         Some(s) => s,
         None => abs_env("HOME")
-            .ok_or_else(|| {
-                RemoteError::Config(
-                    "neither XDG_RUNTIME_DIR, XDG_STATE_HOME nor HOME is set to an absolute path: no place for the remote state".into(),
-                )
-            })?
+            .ok_or(RemoteError::NoStateDir)?
             .join(".local")
             .join("state"),
     };
@@ -61,11 +57,10 @@ fn private_dir(p: &Path) -> Result<(), RemoteError> {
     let m = std::fs::symlink_metadata(p)
         .map_err(|e| RemoteError::io(format!("cannot stat {}", p.display()), e))?;
     if !m.is_dir() || m.uid() != toolsrv_base::effective_uid() {
-        return Err(RemoteError::Config(format!(
-            "{} is not a directory owned by uid {}",
-            p.display(),
-            toolsrv_base::effective_uid()
-        )));
+        return Err(RemoteError::NotOwnDir {
+            path: p.to_path_buf(),
+            uid: toolsrv_base::effective_uid(),
+        });
     }
     if m.mode() & 0o077 != 0 {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))
@@ -107,10 +102,7 @@ impl LocalDir {
         }
         match self.control().parent() {
             Some(d) if d != self.path => private_dir(d),
-            _ => Err(RemoteError::Config(format!(
-                "{}: no control directory name",
-                name.display()
-            ))),
+            _ => Err(RemoteError::NoControlDir(name.clone())),
         }
     }
 
@@ -181,7 +173,7 @@ impl LocalDir {
     /// Take the directory's lock (blocking): one deployment or recovery at a time.
     pub fn lock(&self) -> Result<Lock, RemoteError> {
         self.lock_with(libc::LOCK_EX)?
-            .ok_or_else(|| RemoteError::Config(format!("cannot lock {}", self.path.display())))
+            .ok_or_else(|| RemoteError::Lock(self.path.clone()))
     }
 
     /// Take the lock if nobody holds it.

@@ -42,9 +42,7 @@ pub fn prelude(env: &[(String, String)]) -> Result<String, RemoteError> {
             && !k.starts_with(|c: char| c.is_ascii_digit())
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok {
-            return Err(RemoteError::Config(format!(
-                "--env {k:?}: not a variable name"
-            )));
+            return Err(RemoteError::BadEnvName(k.to_string()));
         }
         s.push_str(&format!("{k}={}; export {k}\n", quote::sh(quote::text(v)?)));
     }
@@ -111,10 +109,7 @@ fi
         p.runtime = state;
     }
     if p.os.is_empty() || p.data.is_empty() || p.runtime.is_empty() {
-        return Err(RemoteError::Remote(format!(
-            "the remote probe gave no answer (output: {:?})",
-            out.trim()
-        )));
+        return Err(RemoteError::ProbeSilent(out.trim().to_string()));
     }
     for (what, v) in [
         ("home", &p.home),
@@ -122,9 +117,10 @@ fi
         ("runtime", &p.runtime),
     ] {
         if !v.starts_with('/') {
-            return Err(RemoteError::Remote(format!(
-                "remote {what} directory {v:?} is not absolute"
-            )));
+            return Err(RemoteError::RelativeRemoteDir {
+                what,
+                dir: v.to_string(),
+            });
         }
     }
     Ok(p)

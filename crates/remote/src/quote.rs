@@ -15,16 +15,14 @@ pub fn sh(s: &str) -> String {
 pub fn path(p: &Path) -> Result<String, RemoteError> {
     let s = p
         .to_str()
-        .ok_or_else(|| RemoteError::Config(format!("{} is not UTF-8", p.display())))?;
+        .ok_or_else(|| RemoteError::NonUtf8Path(p.to_path_buf()))?;
     text(s).map(|_| sh(s))
 }
 
 /// Check that `s` can travel in a line-oriented remote script.
 pub fn text(s: &str) -> Result<&str, RemoteError> {
     if s.contains(['\n', '\r', '\0']) {
-        return Err(RemoteError::Config(format!(
-            "{s:?} contains a newline or NUL"
-        )));
+        return Err(RemoteError::NotOneLine(s.to_string()));
     }
     Ok(s)
 }

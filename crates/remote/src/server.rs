@@ -81,12 +81,7 @@ fn parse_started(out: &str) -> Result<ServerProcess, RemoteError> {
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("started "))
-        .ok_or_else(|| {
-            RemoteError::Remote(format!(
-                "the remote server started but its process was not recorded (output: {:?})",
-                out.trim()
-            ))
-        })?;
+        .ok_or_else(|| RemoteError::ServerNotRecorded(out.trim().to_string()))?;
     let mut w = line.splitn(3, ' ');
     let (pid, start_time, exe) = (w.next(), w.next(), w.next());
     match (
@@ -101,9 +96,7 @@ fn parse_started(out: &str) -> Result<ServerProcess, RemoteError> {
                 exe: exe.to_string(),
             })
         }
-        _ => Err(RemoteError::Remote(format!(
-            "the remote server's process record {line:?} is not `<pid> <start time> <executable>`"
-        ))),
+        _ => Err(RemoteError::BadProcessRecord(line.to_string())),
     }
 }
 

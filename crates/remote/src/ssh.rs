@@ -93,10 +93,7 @@ impl Ssh {
     /// appears nowhere a tool can read.
     pub fn master(&self) -> Result<Command, RemoteError> {
         let (Some(dir), Some(name)) = (self.control.parent(), self.control.file_name()) else {
-            return Err(RemoteError::Config(format!(
-                "{}: not a control socket path",
-                self.control.display()
-            )));
+            return Err(RemoteError::NotControlSocket(self.control.clone()));
         };
         let dir_fd = std::fs::File::open(dir)
             .map_err(|e| RemoteError::io(format!("cannot open {}", dir.display()), e))?;
@@ -164,9 +161,10 @@ impl Ssh {
     pub fn forward(&self, local: &Path, remote: &str) -> Result<(), RemoteError> {
         let l = local.to_string_lossy();
         if l.contains(':') || remote.contains(':') {
-            return Err(RemoteError::Config(format!(
-                "cannot forward {l} to {remote}: ssh does not take ':' in socket paths"
-            )));
+            return Err(RemoteError::ColonInSocket {
+                local: l.into_owned(),
+                remote: remote.to_string(),
+            });
         }
         let spec = format!("{l}:{remote}");
         let out = self
@@ -174,10 +172,10 @@ impl Ssh {
             .output()
             .map_err(|e| RemoteError::io("cannot run ssh", e))?;
         if !out.status.success() {
-            return Err(RemoteError::Ssh(format!(
-                "ssh -O forward -L {spec}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            return Err(RemoteError::Forward {
+                spec,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(())
     }
@@ -234,12 +232,12 @@ impl Ssh {
             }
         };
         if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let err = err.trim();
-            return Err(RemoteError::Ssh(match out.status.code() {
-                Some(255) => format!("ssh {}: {err}", self.addr),
-                _ => format!("on {}: {err}", self.addr),
-            }));
+            let address = self.addr.to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            return Err(match out.status.code() {
+                Some(255) => RemoteError::Ssh { address, stderr },
+                _ => RemoteError::RemoteCommand { address, stderr },
+            });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }

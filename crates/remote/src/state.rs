@@ -87,7 +87,7 @@ impl State {
         match std::fs::read(&p) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
-                .map_err(|e| RemoteError::Config(format!("{}: {e}", p.display()))),
+                .map_err(|source| RemoteError::BadState { path: p, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(RemoteError::io(format!("cannot read {}", p.display()), e)),
         }
@@ -95,8 +95,7 @@ impl State {
 
     /// Write `state.json` atomically, 0600.
     pub fn save(&self, dir: &LocalDir) -> Result<(), RemoteError> {
-        let b = serde_json::to_vec_pretty(self)
-            .map_err(|e| RemoteError::Config(format!("cannot encode the state: {e}")))?;
+        let b = serde_json::to_vec_pretty(self).map_err(RemoteError::EncodeState)?;
         write_private(&dir.state(), &b)
     }
 

@@ -96,21 +96,20 @@ pub fn ensure_running(dir: &LocalDir, ssh: &Ssh, binary: &Path) -> Result<(), Re
         }
         if let Some(c) = child.as_mut() {
             if let Ok(Some(status)) = c.try_wait() {
-                return Err(RemoteError::Ssh(format!(
-                    "cannot connect to {} ({status}): {}",
-                    ssh.address(),
-                    log_tail(dir)
-                )));
+                return Err(RemoteError::SshExited {
+                    address: ssh.address().to_string(),
+                    status,
+                    log: log_tail(dir),
+                });
             }
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    Err(RemoteError::Ssh(format!(
-        "no SSH connection to {} after {} s: {}",
-        ssh.address(),
-        start.elapsed().as_secs(),
-        log_tail(dir)
-    )))
+    Err(RemoteError::SshTimeout {
+        address: ssh.address().to_string(),
+        secs: start.elapsed().as_secs(),
+        log: log_tail(dir),
+    })
 }
 
 /// The last lines of the supervisor's log, for error messages.

@@ -157,9 +157,7 @@ fn deploy(o: &UpOptions, dir: &LocalDir, ssh: &Ssh) -> Result<UpReport, RemoteEr
     let inside = |p: &str, dir: &str| p.starts_with(&format!("{}/", dir.trim_end_matches('/')));
     // A socket in the remote state directory is hidden with it anyway.
     if inside(&socket, &cwd) && !inside(&socket, &probe.runtime) {
-        return Err(RemoteError::Config(format!(
-            "the remote socket {socket} lies inside the remote --cwd {cwd}: the server would carve it out of the tools' working directory; pick another --cwd or socket"
-        )));
+        return Err(RemoteError::SocketInCwd { socket, cwd });
     }
     let remote = RemoteServer {
         bin: bin.path.clone(),
@@ -253,8 +251,5 @@ fn wait_for(socket: &std::path::Path) -> Result<(), RemoteError> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(RemoteError::Ssh(format!(
-        "the forwarded socket {} does not answer",
-        socket.display()
-    )))
+    Err(RemoteError::ForwardSilent(socket.to_path_buf()))
 }
