@@ -10,24 +10,24 @@
 
 #![warn(missing_docs)]
 
-pub mod builtin;
-pub mod discover;
-pub mod error;
-pub mod header;
-pub mod host;
-pub mod info;
-pub mod invocation;
-pub mod parse;
-pub mod quote;
-pub mod raw;
-pub mod template;
-pub mod tool;
+mod builtin;
+mod discover;
+mod error;
+mod header;
+mod host;
+mod info;
+mod invocation;
+mod parse;
+mod quote;
+mod raw;
+mod template;
+mod tool;
 
 pub use builtin::{builtin_files, install_builtin, write_builtin, BuiltinFile};
 pub use discover::Catalog;
 pub use error::MetaError;
-pub use host::Host;
+pub use host::{go_arch, go_os, Host};
 pub use invocation::Invocation;
-pub use quote::sh_quote;
-pub use template::Template;
+pub use quote::{sh_join, sh_quote, single_quote};
+pub use template::{Segment, Template, TemplateError};
 pub use tool::{OutputMode, Tool, ToolKind};

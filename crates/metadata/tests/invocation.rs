@@ -95,7 +95,7 @@ fn executable_invocation_argv_env_display() {
             ("ARG_TEXT", HOSTILE)
         ]
     );
-    assert_eq!(inv.display, toolsrv_metadata::quote::sh_join(&inv.argv));
+    assert_eq!(inv.display, toolsrv_metadata::sh_join(&inv.argv));
     // The display string is a faithful shell rendering of argv.
     let echoed = std::process::Command::new("/bin/sh")
         .arg("-c")

@@ -122,9 +122,6 @@ pub enum RemoteError {
     /// `--config` names no directory.
     #[error("--config {}: no such directory", .0.display())]
     NoConfigDir(PathBuf),
-    /// A path that is not UTF-8 cannot travel in a remote script.
-    #[error("{} is not UTF-8", .0.display())]
-    NonUtf8Path(PathBuf),
     /// Text with a newline or NUL cannot travel in a line-oriented script.
     #[error("{0:?} contains a newline or NUL")]
     NotOneLine(String),

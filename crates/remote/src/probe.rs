@@ -1,7 +1,7 @@
 //! What the remote host is: OS and architecture (Go's names, as `info`
 //! says), its directories, and which toolsrv it already has.
 
-use toolsrv_metadata::host::{go_arch, go_os};
+use toolsrv_metadata::{go_arch, go_os};
 
 use crate::error::RemoteError;
 use crate::quote;

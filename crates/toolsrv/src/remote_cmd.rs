@@ -6,10 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
 use toolsrv_client::SshAddress;
-use toolsrv_remote::local::LocalDir;
-use toolsrv_remote::server::Health;
-use toolsrv_remote::ssh::{Ssh, SSH_CONFIG_ENV};
-use toolsrv_remote::up::{self, UpOptions, UpReport};
+use toolsrv_remote::{Health, LocalDir, Ssh, UpOptions, UpReport, SSH_CONFIG_ENV};
 
 use crate::cli::{Global, RemoteCommand, RemoteUpArgs};
 use crate::output::{for_terminal, outln};
@@ -81,7 +78,7 @@ pub fn ensure_up(addr: &SshAddress) -> Result<PathBuf> {
         if_needed: true,
         print_socket: true,
     };
-    let r = up::up(&options(&args)?, true)?;
+    let r = toolsrv_remote::up(&options(&args)?, true)?;
     Ok(r.local_socket)
 }
 
@@ -91,7 +88,7 @@ pub fn main(global: &Global, cmd: RemoteCommand) -> ExitCode {
         RemoteCommand::Up(a) => run_up(&a),
         RemoteCommand::Status { host } => run_status(global, &host),
         RemoteCommand::Down { host } => address(&host).and_then(|a| {
-            for refused in toolsrv_remote::down::down(&a, ssh_config())? {
+            for refused in toolsrv_remote::down(&a, ssh_config())? {
                 use std::io::Write;
                 let _ = writeln!(std::io::stderr(), "toolsrv: {}", for_terminal(&refused));
             }
@@ -107,7 +104,7 @@ pub fn main(global: &Global, cmd: RemoteCommand) -> ExitCode {
                 ));
             }
             let ssh = Ssh::new(a, dir_ok.control(), ssh_config());
-            Ok(toolsrv_remote::supervisor::run(dir_ok, ssh)?)
+            Ok(toolsrv_remote::supervise(dir_ok, ssh)?)
         }),
     };
     match res {
@@ -122,7 +119,7 @@ pub fn main(global: &Global, cmd: RemoteCommand) -> ExitCode {
 }
 
 fn run_up(a: &RemoteUpArgs) -> Result<()> {
-    let r = up::up(&options(a)?, a.if_needed)?;
+    let r = toolsrv_remote::up(&options(a)?, a.if_needed)?;
     if a.print_socket {
         outln!("{}", r.local_socket.display())?;
     } else {
@@ -141,10 +138,10 @@ fn print_up(a: &RemoteUpArgs, r: &UpReport) -> Result<()> {
         return Ok(());
     }
     let how = match r.how {
-        Some(toolsrv_remote::install::How::Installed) => "installed now",
-        Some(toolsrv_remote::install::How::AlreadyInstalled) => "installed before",
-        Some(toolsrv_remote::install::How::OnPath) => "found on the remote PATH",
-        Some(toolsrv_remote::install::How::Replaced) => {
+        Some(toolsrv_remote::How::Installed) => "installed now",
+        Some(toolsrv_remote::How::AlreadyInstalled) => "installed before",
+        Some(toolsrv_remote::How::OnPath) => "found on the remote PATH",
+        Some(toolsrv_remote::How::Replaced) => {
             "installed again: the installed file's SHA-256 was not this binary's"
         }
         None => "",
@@ -176,7 +173,7 @@ fn human(d: std::time::Duration) -> String {
 
 fn run_status(global: &Global, host: &str) -> Result<()> {
     let addr = address(host)?;
-    let st = toolsrv_remote::status::status(&addr)?;
+    let st = toolsrv_remote::status(&addr)?;
     let procs = running_processes(&st.state.local_socket);
     if global.json {
         let v = serde_json::json!({
