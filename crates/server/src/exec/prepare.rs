@@ -190,43 +190,6 @@ fn open_cwd(
     Ok(Arc::new(WorkDir::open(&base.path().join(r))?))
 }
 
-impl Executor {
-    /// The loaded tool `name` of `agent`. A tool whose metadata file changed
-    /// since it was loaded is loaded again first (the agent's revision moves,
-    /// as for `load`); one that no longer loads is refused with the reason and
-    /// the command that loads it again.
-    fn current_tool(
-        &self,
-        registry: &Registry,
-        catalog: &Catalog,
-        agent: &str,
-        name: &str,
-        generation: u64,
-    ) -> Result<Arc<Tool>, Refused> {
-        let not_loaded = || Refused::NotLoaded {
-            tool: name.to_string(),
-            agent: agent.to_string(),
-        };
-        match registry.lookup_checked(agent, name, generation) {
-            None => Err(not_loaded()),
-            Some(Lookup::Current(tool)) => Ok(tool),
-            Some(Lookup::Changed(old)) => match catalog.resolve(name) {
-                Ok(new) => {
-                    let rev = registry.load(agent, new);
-                    tracing::info!(agent, tool = name, rev, source = %old.source.display(), "tool file changed since it was loaded; reloaded");
-                    registry.lookup(agent, name).ok_or_else(not_loaded)
-                }
-                Err(error) => Err(Refused::NoLongerLoads {
-                    tool: name.to_string(),
-                    agent: agent.to_string(),
-                    file: old.source.clone(),
-                    error: Box::new(error),
-                }),
-            },
-        }
-    }
-}
-
 /// The files a tool runs (for `advanced.add_exec`/`ldd`).
 fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
     let mut v = vec![program.to_path_buf()];
@@ -372,6 +335,41 @@ impl Executor {
                 what,
             }),
             None => Ok(()),
+        }
+    }
+
+    /// The loaded tool `name` of `agent`. A tool whose metadata file changed
+    /// since it was loaded is loaded again first (the agent's revision moves,
+    /// as for `load`); one that no longer loads is refused with the reason and
+    /// the command that loads it again.
+    fn current_tool(
+        &self,
+        registry: &Registry,
+        catalog: &Catalog,
+        agent: &str,
+        name: &str,
+        generation: u64,
+    ) -> Result<Arc<Tool>, Refused> {
+        let not_loaded = || Refused::NotLoaded {
+            tool: name.to_string(),
+            agent: agent.to_string(),
+        };
+        match registry.lookup_checked(agent, name, generation) {
+            None => Err(not_loaded()),
+            Some(Lookup::Current(tool)) => Ok(tool),
+            Some(Lookup::Changed(old)) => match catalog.resolve(name) {
+                Ok(new) => {
+                    let rev = registry.load(agent, new);
+                    tracing::info!(agent, tool = name, rev, source = %old.source.display(), "tool file changed since it was loaded; reloaded");
+                    registry.lookup(agent, name).ok_or_else(not_loaded)
+                }
+                Err(error) => Err(Refused::NoLongerLoads {
+                    tool: name.to_string(),
+                    agent: agent.to_string(),
+                    file: old.source.clone(),
+                    error: Box::new(error),
+                }),
+            },
         }
     }
 }
