@@ -8,6 +8,10 @@
 //! 5. spawn, capture output under the safety limit, enforce timeout and cancellation
 //!    ([`run`], [`spawner`]),
 //! 6. return a structured ToolResult ([`result`]).
+//!
+//! `impl Executor` is split by job, one block per file: here its state and
+//! the per-generation policy, validator and confinement it hands out;
+//! `prepare.rs` a request up to a [`Prepared`] run; `run.rs` running one.
 
 mod cache;
 mod env;
