@@ -6,8 +6,9 @@ use std::sync::{Mutex, MutexGuard};
 ///
 /// A panic while the lock was held (a bug, already logged by the panic hook)
 /// must not take every later user of the mutex down with it: the daemon goes
-/// on with the data as the panicking holder left it. Every lock in toolsrv
-/// guards state that stays consistent between statements, so that is safe.
+/// on with the data as the panicking holder left it. Use it for state whose
+/// every update leaves it consistent (a single insert, remove or assignment
+/// under the lock), as every toolsrv lock that uses it does.
 pub trait LockUnpoisoned<T: ?Sized> {
     /// Lock, ignoring poison.
     fn lock_unpoisoned(&self) -> MutexGuard<'_, T>;
