@@ -50,7 +50,16 @@ async fn list_dir_of_root_shows_the_namespace() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["all", "bypass", "ctl", "info", "proc", "tools", "tools_rev"]
+        [
+            "all",
+            "bypass",
+            "ctl",
+            "doctor",
+            "info",
+            "proc",
+            "tools",
+            "tools_rev"
+        ]
     );
     for e in &entries {
         let expected = match e.name.as_str() {
