@@ -288,6 +288,32 @@ fn a_changed_tool_file_is_reloaded_at_the_next_call() {
     assert!(text.contains("toolsrv load a1 greet"), "{text}");
 }
 
+/// A loaded tool's file stamp (`toolsrv_base::FileStamp`) includes its mode
+/// and status-change time: a `chmod` of the file reloads the tool at its next
+/// call, as an edit does (the revision moves).
+#[test]
+fn a_chmod_of_a_loaded_tool_file_reloads_it_at_the_next_call() {
+    use std::os::unix::fs::PermissionsExt;
+    let (srv, mut c) = crate::procs_util::tools_session(
+        &[("greet.yaml", "description: v1\ncommand: \"echo one\"\n")],
+        &[],
+    );
+    let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "one");
+    let rev = c.ask("tools_rev", "a1").expect("rev");
+    let file = srv.tools_dir().join("greet.yaml");
+    let mode = std::fs::metadata(&file).expect("stat").permissions().mode();
+    let other = if mode & 0o777 == 0o600 { 0o640 } else { 0o600 };
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(other)).expect("chmod");
+    let r = crate::procs_util::call(&mut c, &[("tool", "greet"), ("agent", "a1")]);
+    assert_eq!(crate::procs_util::ok_text(&r).trim(), "one");
+    assert_ne!(
+        c.ask("tools_rev", "a1").expect("rev"),
+        rev,
+        "the revision did not move after a chmod"
+    );
+}
+
 /// `describe` shows a tool's description and parameters.
 #[test]
 fn describe_prints_a_tools_description_and_parameters() {
