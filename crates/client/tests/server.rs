@@ -50,13 +50,22 @@ async fn list_dir_of_root_shows_the_namespace() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["all", "bypass", "ctl", "info", "proc", "tools", "tools_rev"]
+        [
+            "all",
+            "bypass",
+            "ctl",
+            "doctor",
+            "info",
+            "proc",
+            "tools",
+            "tools_rev"
+        ]
     );
     for e in &entries {
         let expected = match e.name.as_str() {
             "bypass" | "proc" => DMDIR | 0o555,
             "ctl" => 0o200,
-            "all" | "info" => 0o444,
+            "all" | "info" | "doctor" => 0o444,
             _ => 0o600,
         };
         assert_eq!(e.mode, expected, "mode of {}", e.name);
