@@ -26,6 +26,14 @@ pub(super) async fn bounded<F: std::future::Future>(f: F) -> F::Output {
         .expect("the test finished in time")
 }
 
+/// Wait until `condition` holds, looking again every few milliseconds (for
+/// state that changes in a task of the server's own, with nothing to await).
+pub(super) async fn eventually(condition: impl Fn() -> bool) {
+    while !condition() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// A tool that prints its argument: `echo {text}` (metadata-only).
 pub(super) const ECHO: (&str, &str) = (
     "echo.yaml",
