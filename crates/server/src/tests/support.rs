@@ -154,11 +154,6 @@ impl Harness {
         p
     }
 
-    /// The server's home: the socket's directory, holding `cwd/` and `tools/`.
-    pub(super) fn home(&self) -> &std::path::Path {
-        self._home.path()
-    }
-
     /// A connection not yet versioned.
     pub(super) fn connect_unattached(&self, peer_pid: Option<i32>, descendant: bool) -> Peer {
         let (client, served) = tokio::io::duplex(1 << 20);
