@@ -215,13 +215,13 @@ async fn resolving_an_unknown_or_resolved_request_fails_naming_it() {
 async fn a_malformed_resolution_fails_with_the_parsers_message() {
     bounded(async {
         let (h, mut c, _pending) = broker(|c| c.yolo = true).await;
-        for bad in [
-            "not json",
-            r#"{"approve": true}"#,
-            r#"{"id": "b1", "approve": "yes"}"#,
+        for (bad, want) in [
+            ("not json", "expected"),
+            (r#"{"approve": true}"#, "missing field `id`"),
+            (r#"{"id": "b1", "approve": "yes"}"#, "invalid type"),
         ] {
             let e = resolve(&mut c, bad).await.expect_err(bad);
-            assert!(!e.is_empty(), "{bad}");
+            assert!(e.contains(want), "{bad}: {e}");
         }
         assert!(h.server.broker.is_empty());
     })

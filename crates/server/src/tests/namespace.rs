@@ -123,7 +123,12 @@ async fn doctor_is_a_json_report() {
         let mut c = h.connect().await;
         let text = c.read_file("doctor").await.expect("doctor");
         let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-        assert!(v.is_object(), "{text}");
+        // A running server reports about itself, under the server's facts.
+        assert_eq!(v["source"], "server", "{text}");
+        assert!(
+            v["landlock"].is_object() && v["containment"].is_object(),
+            "{text}"
+        );
     })
     .await
 }

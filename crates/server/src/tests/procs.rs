@@ -491,3 +491,24 @@ async fn output_beyond_the_limit_loses_its_middle_behind_an_exact_marker() {
     })
     .await
 }
+
+#[tokio::test]
+async fn a_background_process_past_its_timeout_ends_as_timeout() {
+    bounded(async {
+        let (_h, mut c) = table(|_| {}).await;
+        let pid = c
+            .bg(&[
+                ("tool", "sh"),
+                ("agent", "a1"),
+                ("timeout", "200ms"),
+                ("command", "sleep 30"),
+            ])
+            .await
+            .expect("bg");
+        c.wait(pid).await.expect("wait");
+        let st = c.proc_stat(pid).await.expect("stat");
+        assert_eq!(st["state"], "timeout");
+        assert!(st["exit_code"].as_i64().is_some_and(|c| c > 128), "{st}");
+    })
+    .await
+}
