@@ -2,8 +2,6 @@
 //! §4): load, unload, revisions, and a tool file that changes after it was
 //! loaded.
 
-use std::time::Duration;
-
 use super::support::{bounded, outcome, Harness, ECHO, SH, TYPED};
 
 #[tokio::test]
@@ -207,21 +205,19 @@ async fn an_unloaded_tool_is_no_longer_callable() {
     .await
 }
 
-/// Calls `echo` with `hi` until its output is `want` (the file watch that
-/// tells the registry a tool changed is asynchronous), at most [`WAIT`].
-///
-/// [`WAIT`]: super::support::WAIT
-async fn call_until(c: &mut super::support::Peer, want: (bool, &str)) -> serde_json::Value {
-    loop {
-        let r = c
-            .call(&[("tool", "echo"), ("agent", "a1"), ("text", "hi")])
-            .await;
-        let (err, text) = outcome(&r);
-        if err == want.0 && text.contains(want.1) {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Calls `echo` with `hi` once and asserts the outcome: a change to a tool
+/// file made before a request is sent is seen by that request (the file
+/// watch reads inotify's queue at each call, see filewatch.rs).
+async fn call_expecting(c: &mut super::support::Peer, want: (bool, &str)) -> serde_json::Value {
+    let r = c
+        .call(&[("tool", "echo"), ("agent", "a1"), ("text", "hi")])
+        .await;
+    let (err, text) = outcome(&r);
+    assert!(
+        err == want.0 && text.contains(want.1),
+        "want {want:?}, got {r}"
+    );
+    r
 }
 
 #[tokio::test]
@@ -238,7 +234,7 @@ async fn a_tool_file_changed_after_load_is_reloaded_by_the_next_call() {
             "echo.yaml",
             "description: Shout a text\nparams:\n  text: {type: string, required: true}\ncommand: \"printf 'v2 %s' {text}\"\n",
         );
-        call_until(&mut c, (false, "v2 hi")).await;
+        call_expecting(&mut c, (false, "v2 hi")).await;
         // The reload is a load: the revision moved and `tools` shows the new file.
         assert_eq!(c.rev("a1").await, 2);
         let tools = c.ask("tools", "a1").await.expect("tools");
@@ -254,7 +250,7 @@ async fn a_tool_file_broken_after_load_refuses_calls_until_fixed_and_loaded() {
         let mut c = h.connect().await;
         c.load("a1", "echo").await;
         h.write_tool("echo.yaml", "description: x\nbogus_key: 1\n");
-        let r = call_until(&mut c, (true, "changed since it was loaded")).await;
+        let r = call_expecting(&mut c, (true, "changed since it was loaded")).await;
         let (_, text) = outcome(&r);
         assert!(
             text.contains("echo.yaml") && text.contains("toolsrv load a1 echo"),
@@ -264,7 +260,7 @@ async fn a_tool_file_broken_after_load_refuses_calls_until_fixed_and_loaded() {
         assert!(e.contains("bogus_key"), "{e}");
         h.write_tool(ECHO.0, ECHO.1);
         c.load("a1", "echo").await;
-        call_until(&mut c, (false, "hi")).await;
+        call_expecting(&mut c, (false, "hi")).await;
     })
     .await
 }
@@ -276,7 +272,7 @@ async fn a_tool_file_removed_after_load_is_refused_at_the_next_call() {
         let mut c = h.connect().await;
         c.load("a1", "echo").await;
         std::fs::remove_file(h.tools.join("echo.yaml")).expect("rm");
-        call_until(&mut c, (true, "no longer loads")).await;
+        call_expecting(&mut c, (true, "no longer loads")).await;
         let e = c.ctl("load a1 echo").await.expect_err("loads");
         assert_eq!(e, r#"unknown tool "echo""#);
     })
