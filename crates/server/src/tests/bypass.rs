@@ -21,7 +21,7 @@ fn request(command: &str) -> Vec<(&str, &str)> {
 
 /// A server with `sh` loaded for `a1`, configured by `configure`, and an
 /// observer connection with `bypass/pending` open.
-async fn broker(configure: impl FnOnce(&mut crate::config::ServeConfig)) -> (Harness, Peer, u32) {
+async fn broker(configure: impl FnOnce(&mut super::support::Settings)) -> (Harness, Peer, u32) {
     let h = Harness::start(&[SH], configure);
     let mut c = h.connect().await;
     c.load("a1", "sh").await;

@@ -9,7 +9,7 @@ use toolsrv_wire::{Body, ORDWR, OREAD};
 use super::support::{bounded, eventually, outcome, payload, Harness, Peer, SH};
 
 /// A server with `sh` loaded for `a1` and `a2`, configured by `configure`.
-async fn table(configure: impl FnOnce(&mut crate::config::ServeConfig)) -> (Harness, Peer) {
+async fn table(configure: impl FnOnce(&mut super::support::Settings)) -> (Harness, Peer) {
     let h = Harness::start(&[SH], |c| {
         c.yolo = true;
         configure(c);

@@ -13,7 +13,9 @@ use toolsrv_sandbox::policy::PolicyStore;
 use toolsrv_vfs::{ConnInfo, Limits, Node};
 use toolsrv_wire::{decode, encode_to_vec, Body, Frame, Stat, NOFID, NOTAG, ORDWR, OREAD, OWRITE};
 
-use crate::config::ServeConfig;
+/// The settings a test may change before its server is built (the one
+/// name the tests use for the server's configuration type).
+pub(super) use crate::config::ServeConfig as Settings;
 use crate::server::Server;
 
 /// How long any one test may take before it fails.
@@ -80,10 +82,7 @@ impl Harness {
     /// and `tools/` (with `tools`, `(file name, text)`), `--no-auth`, the
     /// built-in policy, no containment beyond the process group, then
     /// `configure`.
-    pub(super) fn start(
-        tools: &[(&str, &str)],
-        configure: impl FnOnce(&mut ServeConfig),
-    ) -> Harness {
+    pub(super) fn start(tools: &[(&str, &str)], configure: impl FnOnce(&mut Settings)) -> Harness {
         let home = tempfile::Builder::new()
             .prefix("toolsrv-middle-")
             .tempdir()
@@ -95,7 +94,7 @@ impl Harness {
         for (name, text) in tools {
             write_tool(&tools_dir, name, text);
         }
-        let mut config = ServeConfig::new(home.path().join("toolsrv.sock"), cwd.clone());
+        let mut config = Settings::new(home.path().join("toolsrv.sock"), cwd.clone());
         config.tools_dir = tools_dir.clone();
         config.sandbox = home.path().join("sandbox.yaml");
         config.no_auth = true;
