@@ -449,3 +449,67 @@ async fn proc_list_lists_all_or_one_agents_processes() {
     })
     .await
 }
+
+#[tokio::test]
+async fn reading_proc_new_or_new_bg_without_a_payload_fails() {
+    bounded(async {
+        let h = Harness::yolo(&[]);
+        let mut c = h.connect().await;
+        for path in ["proc/new", "proc/new.bg"] {
+            let fid = c.open(path, toolsrv_wire::ORDWR).await.expect("open");
+            let e = c.read_at(fid, 0).await.expect_err("reads");
+            assert_eq!(e, "write a request payload first", "{path}");
+            c.clunk(fid).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn proc_list_refuses_an_invalid_agent_id() {
+    bounded(async {
+        let h = Harness::yolo(&[]);
+        let mut c = h.connect().await;
+        let e = c.ask("proc/list", "a/b").await.expect_err("lists");
+        assert!(e.starts_with("invalid agent ID"), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_response_is_fixed_at_the_first_read_and_read_in_parts() {
+    bounded(async {
+        let h = Harness::yolo(&[ECHO, SH]);
+        let mut c = h.connect().await;
+        c.load("a1", "echo").await;
+        c.load("a1", "sh").await;
+        let whole = c.ask("tools", "a1").await.expect("tools");
+        let fid = c.open("tools", toolsrv_wire::ORDWR).await.expect("open");
+        c.write(fid, b"a1").await.expect("write");
+        let mut parts = Vec::new();
+        loop {
+            let r = c
+                .rpc(Body::Tread {
+                    fid,
+                    offset: parts.len() as u64,
+                    count: 10,
+                })
+                .await;
+            let Body::Rread { data } = r else {
+                panic!("read: {r:?}")
+            };
+            if data.is_empty() {
+                break;
+            }
+            assert!(data.len() <= 10);
+            parts.extend_from_slice(&data);
+            // A change after the first read does not change the response.
+            if parts.len() == 10 {
+                c.ctl("unload a1 sh").await.expect("unload");
+            }
+        }
+        c.clunk(fid).await;
+        assert_eq!(String::from_utf8(parts).expect("UTF-8"), whole);
+    })
+    .await
+}
