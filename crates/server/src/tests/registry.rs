@@ -73,11 +73,11 @@ async fn invalid_agent_ids_and_tool_names_are_refused() {
     bounded(async {
         let h = Harness::yolo(&[ECHO]);
         let mut c = h.connect().await;
-        for agent in ["a/b", "a\u{e9}", &"x".repeat(129)] {
+        for agent in ["a/b", "a\u{e9}", ".", "..", &"x".repeat(129)] {
             let e = c.ctl(&format!("load {agent} echo")).await.expect_err(agent);
             assert!(e.starts_with("invalid agent ID"), "{agent}: {e}");
         }
-        for tool in ["a/b", "t$", &"t".repeat(129)] {
+        for tool in ["a/b", "t$", ".", "..", &"t".repeat(129)] {
             let e = c.ctl(&format!("load a1 {tool}")).await.expect_err(tool);
             assert!(e.starts_with("invalid tool name"), "{tool}: {e}");
         }
