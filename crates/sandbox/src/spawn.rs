@@ -12,151 +12,32 @@
 //! The parent-death signal is tied to the *thread* that called [`spawn`]: call it from a
 //! thread that lives as long as the children (a runtime worker thread, not a short-lived
 //! blocking-pool thread), or the child is killed when that thread exits.
-
+mod args;
 mod child;
 mod clone3;
+mod error;
 mod idmap;
 mod launch;
 mod process;
+mod spec;
 mod stack;
+mod stdio;
 mod sys;
 
-use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 
+pub use error::SpawnError;
 pub use process::{Child, ExitStatus};
+pub use spec::{Join, SpawnSpec};
+pub use stdio::preopen;
 
 use crate::confine::Confinement;
-use child::{ChildArgs, Stage};
-
-/// What to run and how.
-#[derive(Debug, Clone, Copy)]
-pub struct SpawnSpec<'a> {
-    /// Path of the executable (not searched in `PATH`).
-    pub program: &'a CStr,
-    /// Arguments, including `argv[0]`.
-    pub argv: &'a [CString],
-    /// The complete environment, as `NAME=value` strings.
-    pub envp: &'a [CString],
-    /// Working directory of the child (for messages only when `cwd_fd` is set).
-    pub cwd: &'a CStr,
-    /// The working directory, opened: the child `fchdir`s to it instead of
-    /// looking `cwd` up again. Must stay open until the spawn returns.
-    pub cwd_fd: Option<BorrowedFd<'a>>,
-    /// A mount namespace to enter (`setns`) before the working directory and
-    /// the confinement: the run's filesystem view (`crate::view`). `cwd_fd`
-    /// must then be a directory opened inside that namespace.
-    pub mount_ns: Option<BorrowedFd<'a>>,
-    /// Where stdout and stderr both go (typically a pipe's write end).
-    pub output: BorrowedFd<'a>,
-    /// The confinement to apply right before `execve`; `None` runs unconfined.
-    pub confinement: Option<&'a Confinement>,
-    /// The run's kernel group and limits (see [`crate::contain::Run::join`]).
-    pub join: Join,
-}
-
-/// How a child joins its run, set up before it runs anything of the tool's:
-/// the descriptors must stay open until the child has exec'd.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Join {
-    /// A cgroup v2 directory to start the child in (`CLONE_INTO_CGROUP`), or -1.
-    pub cgroup: RawFd,
-    /// That group's `cgroup.procs`, written by the child where the kernel
-    /// refuses `CLONE_INTO_CGROUP` (or has no `clone3`), or -1.
-    pub cgroup_procs: RawFd,
-    /// cgroup v1 `cgroup.procs` files the child writes itself into, -1 unused.
-    pub procs: [RawFd; 3],
-    /// `(resource, value)` pairs set as both soft and hard limit; resource -1 unused.
-    pub rlimits: [(i32, u64); 4],
-    /// Start the child as the first process of a new PID namespace.
-    pub new_pid_ns: bool,
-    /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
-    pub new_user_ns: bool,
-    /// With `new_user_ns`: the server's uid and gid, which the child maps to
-    /// themselves in its new user namespace (CONTRACT §13: a tool sees its
-    /// server's identity).
-    pub own_ids: Option<crate::identity::IdMaps>,
-}
-
-impl Default for Join {
-    fn default() -> Self {
-        Join {
-            cgroup: -1,
-            cgroup_procs: -1,
-            procs: [-1; 3],
-            rlimits: [(-1, 0); 4],
-            new_pid_ns: false,
-            new_user_ns: false,
-            own_ids: None,
-        }
-    }
-}
-
-impl Join {
-    /// The namespace flags of `clone`.
-    fn namespace_flags(&self) -> u64 {
-        let mut f = 0u64;
-        if self.new_pid_ns {
-            f |= libc::CLONE_NEWPID as u64;
-        }
-        if self.new_user_ns {
-            f |= libc::CLONE_NEWUSER as u64;
-        }
-        f
-    }
-}
-
-/// Why a tool could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    /// `execve` failed.
-    #[error("cannot start {program}: {source}")]
-    Start {
-        /// The program path.
-        program: String,
-        /// The OS error.
-        source: io::Error,
-    },
-    /// `chdir` to the working directory failed.
-    #[error("cannot chdir to {cwd}: {source}")]
-    Chdir {
-        /// The working directory.
-        cwd: String,
-        /// The OS error.
-        source: io::Error,
-    },
-    /// `landlock_restrict_self` failed.
-    #[error("cannot apply landlock ruleset: {0}")]
-    Landlock(io::Error),
-    /// Installing the seccomp filter failed.
-    #[error("cannot apply seccomp filter: {0}")]
-    Seccomp(io::Error),
-    /// `PR_SET_NO_NEW_PRIVS` failed.
-    #[error("cannot set no_new_privs: {0}")]
-    NoNewPrivs(io::Error),
-    /// Another step of the child setup failed.
-    #[error("cannot set up the child process ({step}): {source}")]
-    Setup {
-        /// The step: signals, process group, death signal, stdio or close_range.
-        step: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
-    /// The child failed and reported an unknown stage (should not happen).
-    #[error("child process failed at unknown stage {0}")]
-    UnknownStage(u32),
-    /// Preparing the spawn in the parent failed.
-    #[error("cannot prepare the child process ({step}): {source}")]
-    Prepare {
-        /// The step: /dev/null, descriptors, stack or clone.
-        step: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
-}
+use args::{child_args, null_terminated, seccomp_fprog, ChildStrings};
+use child::ChildArgs;
+use error::child_error;
+use stdio::{dev_null, output_fd};
 
 /// Starts the tool described by `spec` and returns once it has exec'd (or failed).
 ///
@@ -283,8 +164,8 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     // The first process of a PID namespace makes itself a session leader
     // instead, which a group leader cannot become: that one is left alone.
     if !spec.join.new_pid_ns {
-        // Safety: setpgid has no memory arguments.
-        unsafe { libc::setpgid(pid, pid) };
+        // The raw call leaves this thread's errno alone; its result is not needed.
+        let _ = sys::setpgid(pid, pid);
     }
     if pidfd < 0 {
         // Cannot happen with CLONE_PIDFD; the child is left to the reaper, and
@@ -408,25 +289,12 @@ unsafe fn clone_into_run(
 /// the child of `clone(2)` keeps our handlers until it has reset them, so none
 /// may be delivered to it before.
 fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> Result<T, SpawnError> {
-    let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    // Safety: sigfillset initialises `all`; pthread_sigmask reads `all` and stores the
-    // previous mask into `old`.
-    let ret = unsafe {
-        libc::sigfillset(all.as_mut_ptr());
-        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr())
-    };
-    if ret != 0 {
-        return Err(SpawnError::Prepare {
-            step: "signal mask",
-            source: io::Error::from_raw_os_error(ret),
-        });
-    }
+    let saved = sys::parent::block_all_signals().map_err(|errno| SpawnError::Prepare {
+        step: "signal mask",
+        source: io::Error::from_raw_os_error(errno),
+    })?;
     let out = f();
-    // Safety: restores the mask saved by the successful pthread_sigmask above.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
-    }
+    sys::parent::restore_signal_mask(&saved);
     Ok(out)
 }
 
@@ -448,185 +316,15 @@ fn clone_legacy(
     // suspended (CLONE_VFORK) until the child has exec'd or exited. The child runs on
     // `stack`, a separate mapping that outlives the call. CLONE_PIDFD stores the pidfd
     // into `pidfd`.
-    let pid = unsafe {
-        libc::clone(
+    unsafe {
+        sys::parent::clone(
             child::child_main,
             stack.top(),
             flags,
             args as *const ChildArgs as *mut libc::c_void,
-            pidfd as *mut libc::c_int,
+            pidfd,
         )
-    };
-    if pid < 0 {
-        Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    } else {
-        Ok(pid)
     }
-}
-
-fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) -> SpawnError {
-    let source = io::Error::from_raw_os_error(errno);
-    let setup = |step| SpawnError::Setup {
-        step,
-        source: io::Error::from_raw_os_error(errno),
-    };
-    match Stage::from_u32(stage) {
-        Some(Stage::Exec) => SpawnError::Start {
-            program: program.to_string_lossy().into_owned(),
-            source,
-        },
-        Some(Stage::Chdir) => SpawnError::Chdir {
-            cwd: cwd.to_string_lossy().into_owned(),
-            source,
-        },
-        Some(Stage::Landlock) => SpawnError::Landlock(source),
-        Some(Stage::Seccomp) => SpawnError::Seccomp(source),
-        Some(Stage::NoNewPrivs) => SpawnError::NoNewPrivs(source),
-        Some(Stage::Signals) => setup("signals"),
-        Some(Stage::ProcessGroup) => setup("process group"),
-        Some(Stage::DeathSignal) => setup("death signal"),
-        Some(Stage::Stdio) => setup("stdio"),
-        Some(Stage::CloseRange) => setup("close_range"),
-        Some(Stage::Capabilities) => setup("capabilities"),
-        Some(Stage::Contain) => setup("joining the run's cgroup"),
-        Some(Stage::Limits) => setup("resource limits"),
-        Some(Stage::Identity) => {
-            setup("mapping the server's uid and gid in the run's user namespace")
-        }
-        Some(Stage::View) => setup("entering the filesystem view"),
-        None => SpawnError::UnknownStage(stage),
-    }
-}
-
-/// What the child's strings are: the program, NULL-terminated pointer arrays of
-/// argv and envp, the working directory. All must outlive the child's use.
-struct ChildStrings<'a> {
-    program: &'a CStr,
-    argv: &'a [*const libc::c_char],
-    envp: &'a [*const libc::c_char],
-    cwd: &'a CStr,
-    cwd_fd: RawFd,
-    mount_ns: RawFd,
-}
-
-/// The child's argument block, pointing at `strings`, the descriptors and the
-/// seccomp program (which must outlive the child's use too); signals to reset
-/// are set before each `clone` attempt.
-fn child_args(
-    strings: ChildStrings<'_>,
-    stdin: RawFd,
-    output: RawFd,
-    confinement: Option<&Confinement>,
-    seccomp: Option<&libc::sock_fprog>,
-    join: &Join,
-) -> ChildArgs {
-    ChildArgs {
-        program: strings.program.as_ptr(),
-        argv: strings.argv.as_ptr(),
-        envp: strings.envp.as_ptr(),
-        cwd: strings.cwd.as_ptr(),
-        cwd_fd: strings.cwd_fd,
-        mount_ns: strings.mount_ns,
-        stdin,
-        output,
-        ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
-        seccomp: seccomp.map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
-        no_new_privs: confinement.is_some(),
-        caps: confinement.and_then(|c| {
-            if join.new_pid_ns && !join.new_user_ns {
-                c.caps_for_pid_namespace()
-            } else {
-                c.caps()
-            }
-        }),
-        parent_pid: own_pid(),
-        join: *join,
-        join_by_procs: AtomicBool::new(false),
-        failed_stage: AtomicU32::new(0),
-        failed_errno: AtomicI32::new(0),
-        reset_signals: AtomicU64::new(u64::MAX),
-    }
-}
-
-/// This process's pid, asked of the kernel once: one `getpid` less per
-/// spawn. A child made by `fork(3)` forgets the parent's (an atfork handler);
-/// one made by a raw `clone` that spawns tools would pass a stale pid, and its
-/// children would fail their parent check and exit 127 (they would not run
-/// unwatched).
-fn own_pid() -> libc::pid_t {
-    static PID: AtomicI32 = AtomicI32::new(0);
-    static FORGET_ON_FORK: std::sync::Once = std::sync::Once::new();
-    extern "C" fn forget() {
-        PID.store(0, Ordering::Relaxed);
-    }
-    FORGET_ON_FORK.call_once(|| {
-        // Safety: registers a handler that only stores to an atomic, which
-        // is async-signal-safe as a fork child handler must be.
-        unsafe { libc::pthread_atfork(None, None, Some(forget)) };
-    });
-    match PID.load(Ordering::Relaxed) {
-        0 => {
-            // Safety: getpid has no preconditions.
-            let pid = unsafe { libc::getpid() };
-            PID.store(pid, Ordering::Relaxed);
-            pid
-        }
-        pid => pid,
-    }
-}
-
-/// The `sock_fprog` over `filter` (which must outlive it).
-fn seccomp_fprog(filter: &[libc::sock_filter]) -> Result<libc::sock_fprog, SpawnError> {
-    Ok(libc::sock_fprog {
-        len: u16::try_from(filter.len()).map_err(|_| SpawnError::Prepare {
-            step: "seccomp program",
-            source: io::Error::from_raw_os_error(libc::E2BIG),
-        })?,
-        filter: filter.as_ptr().cast_mut(),
-    })
-}
-
-/// The descriptor the child should `dup3` onto 1 and 2, and the duplicate to keep
-/// open until `clone` returned, if one was needed: the child `dup3`s onto 0, 1 and
-/// 2, so no source descriptor may be one of them.
-fn output_fd(spec: &SpawnSpec) -> Result<(RawFd, Option<OwnedFd>), SpawnError> {
-    let fd = spec.output.as_raw_fd();
-    if fd >= 3 {
-        return Ok((fd, None));
-    }
-    let dup = dup_high(fd)?;
-    Ok((dup.as_raw_fd(), Some(dup)))
-}
-
-/// Builds a NULL-terminated pointer array over `strings` (which must outlive it).
-fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
-    strings
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect()
-}
-
-/// `/dev/null`, opened once for the life of the process and shared by every
-/// spawn (each child `dup3`s it onto its stdin; an open per spawn cost a path
-/// lookup and two descriptor-table updates per call).
-static DEV_NULL: OnceLock<OwnedFd> = OnceLock::new();
-
-/// The shared `/dev/null` descriptor, opened on first use.
-fn dev_null() -> Result<BorrowedFd<'static>, SpawnError> {
-    if DEV_NULL.get().is_none() {
-        // A concurrent first use may win the race: then ours is closed here.
-        let _ = DEV_NULL.set(open_devnull()?);
-    }
-    DEV_NULL
-        .get()
-        .map(AsFd::as_fd)
-        .ok_or_else(|| SpawnError::Prepare {
-            step: "/dev/null",
-            source: io::Error::from_raw_os_error(libc::EBADF),
-        })
 }
 
 /// Use `clone(2)` and the per-signal reset from now on, as on kernels or
@@ -634,38 +332,4 @@ fn dev_null() -> Result<BorrowedFd<'static>, SpawnError> {
 #[doc(hidden)]
 pub fn disable_clone3() {
     clone3::disable();
-}
-
-/// Open the `/dev/null` descriptor every spawn shares now rather than at the
-/// first spawn (so a count of open descriptors taken after startup stays put).
-pub fn preopen() -> Result<(), SpawnError> {
-    dev_null().map(|_| ())
-}
-
-/// Opens `/dev/null` read-only, close-on-exec, at descriptor 3 or above.
-fn open_devnull() -> Result<OwnedFd, SpawnError> {
-    let prepare = |source| SpawnError::Prepare {
-        step: "/dev/null",
-        source,
-    };
-    let file = std::fs::File::open("/dev/null").map_err(prepare)?;
-    let fd = OwnedFd::from(file);
-    if fd.as_raw_fd() < 3 {
-        return dup_high(fd.as_raw_fd());
-    }
-    Ok(fd)
-}
-
-/// Duplicates `fd` to a close-on-exec descriptor numbered 3 or above.
-fn dup_high(fd: i32) -> Result<OwnedFd, SpawnError> {
-    // Safety: F_DUPFD_CLOEXEC on a descriptor the caller keeps open has no memory effects.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(SpawnError::Prepare {
-            step: "descriptors",
-            source: io::Error::last_os_error(),
-        });
-    }
-    // Safety: `new` is a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }

@@ -78,22 +78,8 @@ pub(crate) fn ignored_signals() -> u64 {
     *IGNORED.get_or_init(|| {
         let mut mask = 0u64;
         for sig in 1..=64u64 {
-            // The kernel's `struct sigaction` (at most 4 words; the handler comes
-            // first on x86_64, aarch64 and riscv64). The raw call also sees the
-            // signals glibc reserves for itself (32, 33), which its wrapper hides.
-            let mut old = [0u64; 4];
-            // Safety: queries (does not change) the disposition of `sig` into `old`,
-            // which is large enough for the kernel's structure.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    sig as c_long,
-                    std::ptr::null::<c_void>(),
-                    old.as_mut_ptr(),
-                    8 as c_long,
-                )
-            };
-            if r == 0 && old[0] == libc::SIG_IGN as u64 {
+            let old = super::sys::parent::signal_disposition(sig);
+            if old.is_some_and(|old| old[0] == libc::SIG_IGN as u64) {
                 mask |= 1 << (sig - 1);
             }
         }
