@@ -225,6 +225,6 @@ fn sandbox_a_rule_that_names_a_credential_file_grants_it() {
         .lines()
         .find(|l| l.starts_with("root:"))
         .expect("a root line in /etc/shadow");
-    let got = f.sh("cat /etc/shadow").ok();
+    let got: String = f.sh("cat /etc/shadow").ok().to_string();
     assert!(got.lines().any(|l| l == root), "{got}");
 }
