@@ -10,6 +10,7 @@ mod abi;
 mod access;
 pub mod caps;
 mod seccomp;
+mod sys;
 mod thread;
 
 use std::fmt;

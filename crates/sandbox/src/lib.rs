@@ -2,7 +2,6 @@
 //!
 //! - [`policy`]: `sandbox.yaml` parsing (errors with file and line), path variables,
 //!   named profiles, reload on change, the embedded default policy.
-//! - [`validate`]: the dangerous-command validator and the per-agent rate limiter.
 //! - [`rules`]: [`rules::ResolvedRules`], a policy resolved for one request (concrete paths).
 //! - [`confine`]: turns resolved rules into a prepared Landlock ruleset + seccomp filter
 //!   ([`confine::Confinement`]), built in the parent.
@@ -28,6 +27,5 @@ pub mod open;
 pub mod policy;
 pub mod rules;
 pub mod spawn;
-pub mod validate;
 pub mod view;
 pub mod workdir;

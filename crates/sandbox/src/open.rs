@@ -20,10 +20,14 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod sys;
+
+use sys::OpenHow;
 
 /// `RESOLVE_NO_MAGICLINKS` (`linux/openat2.h`): no `/proc/<pid>/fd/*`-style links.
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
@@ -32,15 +36,6 @@ const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 /// `RESOLVE_BENEATH`: the lookup may not leave the starting directory
 /// (absolute paths, `..` above it and symbolic links leaving it are `EXDEV`).
 const RESOLVE_BENEATH: u64 = 0x08;
-
-/// `struct open_how` (`linux/openat2.h`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 /// What an opened file is: its device and inode. Two descriptors with the
 /// same identity are the same file, whatever paths led to them.
@@ -91,54 +86,15 @@ fn thread_has_seccomp_filter() -> bool {
     })
 }
 
-/// `openat2(dir, path, how)`: a new descriptor.
-fn openat2(dir: BorrowedFd<'_>, path: &CString, how: &OpenHow) -> io::Result<OwnedFd> {
-    // Safety: `path` is NUL-terminated and `how` a valid `struct open_how` of
-    // the size passed; both outlive the call, which writes no memory of ours.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            path.as_ptr(),
-            how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // Safety: a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// `openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)`: one component,
 /// never following it.
 fn open_component(dir: BorrowedFd<'_>, name: &CString) -> io::Result<OwnedFd> {
-    // Safety: `name` is NUL-terminated and outlives the call.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // Safety: a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
 }
 
 /// The identity of `fd` and whether it is a directory (`fstat`).
 pub fn identify(fd: BorrowedFd<'_>) -> io::Result<(FileId, libc::mode_t)> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-    // Safety: `st` is writable memory of the size of `struct stat`.
-    if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // Safety: fstat succeeded and filled the whole structure.
-    let st = unsafe { st.assume_init() };
+    let st = sys::fstat(fd)?;
     Ok((
         FileId {
             dev: st.st_dev,
@@ -182,7 +138,7 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
         } else {
             rel
         };
-        match openat2(dir, &c_path(target)?, &how) {
+        match sys::openat2(dir, &c_path(target)?, &how) {
             Err(e) if no_openat2(&e) => openat2_refused(),
             other => return other,
         }
@@ -263,16 +219,7 @@ fn walk(dir: BorrowedFd<'_>, rel: &Path, follow: bool) -> io::Result<OwnedFd> {
 /// The target of the symbolic link `fd` (an `O_PATH | O_NOFOLLOW` descriptor).
 fn read_link(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
-    // Safety: `buf` is writable for its length; the empty path names `fd` itself.
-    let n = unsafe {
-        libc::readlinkat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    let n = sys::readlink_fd(fd, &mut buf)?;
     buf.truncate(n);
     Ok(PathBuf::from(
         <OsString as std::os::unix::ffi::OsStringExt>::from_vec(buf),
@@ -299,7 +246,7 @@ pub fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
         // Safety: AT_FDCWD is not a descriptor we own; the path is absolute,
         // so the kernel does not use it.
         let cwd = unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) };
-        match openat2(cwd, &c_path(path)?, &how) {
+        match sys::openat2(cwd, &c_path(path)?, &how) {
             Err(e) if no_openat2(&e) => openat2_refused(),
             other => return other,
         }

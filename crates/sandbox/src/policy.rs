@@ -10,6 +10,7 @@ mod paths;
 mod protected;
 mod resolve;
 mod store;
+mod sys;
 
 pub use error::PolicyError;
 pub use model::{Advanced, Filesystem, General, Network, Policy, Validation};

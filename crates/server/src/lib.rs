@@ -46,6 +46,9 @@ pub mod socket;
 mod sys;
 pub mod watchdog;
 
+#[cfg(test)]
+mod tests;
+
 pub use accept::DESCENDANT_CONNECTIONS;
 pub use config::ServeConfig;
 pub use lifecycle::run;

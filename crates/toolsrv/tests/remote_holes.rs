@@ -104,20 +104,23 @@ fn without_xdg_runtime_dir_a_local_tool_reaches_neither_the_control_socket_nor_t
     assert!(secret.trim().len() >= 32, "{secret:?}");
 
     // A local server of the same user with the default policy, whose tools
-    // may write their {TOOLSRV_TMPDIR} and their --cwd, a project in the
-    // user's home.
-    let server = Launch::new()
-        .cwd(&home.join("project"))
-        .env("HOME", &home)
-        .env("TMPDIR", "/tmp")
-        .env_remove("XDG_RUNTIME_DIR")
-        .env_remove("XDG_STATE_HOME")
-        .start();
-    // The tool knows (or computes) the directory; it tries every name it
-    // can find for the control socket: a listing, the old fixed name, and
-    // what the kernel shows of listening Unix sockets (`ss -x`).
-    let attack = format!(
-        r#"d={d}
+    // may write their {TOOLSRV_TMPDIR} and their --cwd: a project in the
+    // user's home, and then the home itself, a writable rule that covers the
+    // state directory (the filesystem view hides it whole: Landlock alone
+    // would leave it listable, and the socket connectable).
+    for cwd in [home.join("project"), home.clone()] {
+        let server = Launch::new()
+            .cwd(&cwd)
+            .env("HOME", &home)
+            .env("TMPDIR", "/tmp")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("XDG_STATE_HOME")
+            .start();
+        // The tool knows (or computes) the directory; it tries every name it
+        // can find for the control socket: a listing, the old fixed name, and
+        // what the kernel shows of listening Unix sockets (`ss -x`).
+        let attack = format!(
+            r#"d={d}
 echo "== ls"; ls -a "$d" "$d"/* 2>&1
 echo "== cat"; cat "$d/toolsrv.sock.secret" "$d/state.json" "$d/ctl.name" 2>&1
 echo "== ssh"
@@ -127,39 +130,41 @@ for c in "$d/ctl" "$d"/ctl* "$d"/*/ctl $(ss -xlH 2>/dev/null | awk '{{print $5}}
 done
 echo "== plant"; echo x > "$d/planted" 2>&1 && echo PLANTED
 echo "== end""#,
-        d = q(&dir)
-    );
-    let out = cli(&server.socket)
-        .args(["call", "shell", &format!("command={attack}")])
-        .output()
-        .expect("call");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("== end"), "the attack did not run:\n{text}");
-    assert!(
-        !text.contains(secret.trim()),
-        "the tool read the secret:\n{text}"
-    );
-    assert!(
-        !text.contains("REMOTE-RAN-FOR-THE-TOOL"),
-        "the tool ran a command on the remote host through the control socket:\n{text}"
-    );
-    assert!(
-        !text.contains("PLANTED") && !dir.join("planted").exists(),
-        "{text}"
-    );
-    let listing = text
-        .split("== ls")
-        .nth(1)
-        .and_then(|t| t.split("== cat").next())
-        .unwrap_or_default();
-    assert!(
-        !listing.contains("toolsrv.sock") && !listing.contains("state.json"),
-        "the tool listed the directory:\n{listing}"
-    );
+            d = q(&dir)
+        );
+        let out = cli(&server.socket)
+            .args(["call", "shell", &format!("command={attack}")])
+            .output()
+            .expect("call");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("== end"), "the attack did not run:\n{text}");
+        assert!(
+            !text.contains(secret.trim()),
+            "the tool read the secret:\n{text}"
+        );
+        assert!(
+            !text.contains("REMOTE-RAN-FOR-THE-TOOL"),
+            "the tool ran a command on the remote host through the control socket:\n{text}"
+        );
+        assert!(
+            !text.contains("PLANTED") && !dir.join("planted").exists(),
+            "{text}"
+        );
+        let listing = text
+            .split("== ls")
+            .nth(1)
+            .and_then(|t| t.split("== cat").next())
+            .unwrap_or_default();
+        assert!(
+            !listing.contains("toolsrv.sock") && !listing.contains("state.json"),
+            "the tool listed the directory:\n{listing}"
+        );
+        drop(server);
+    }
     // And the state is where the docs say, private.
     use std::os::unix::fs::MetadataExt;
     assert!(
@@ -169,7 +174,6 @@ echo "== end""#,
     );
     assert_eq!(std::fs::metadata(&dir).expect("stat").mode() & 0o777, 0o700);
 
-    drop(server);
     let down = without_runtime_dir(&s, &home)
         .args(["remote", "down", "localhost"])
         .output()

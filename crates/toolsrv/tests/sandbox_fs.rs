@@ -218,6 +218,13 @@ fn sandbox_a_rule_that_names_a_credential_file_grants_it() {
     let mut policy = Policy::new(outside.path());
     policy.ro.push("/etc/shadow".into());
     let mut f = Fixture::start(outside, Mode::File(policy), &[], &[], None);
-    let want = std::fs::read_to_string("/etc/shadow").unwrap();
-    assert_eq!(f.sh("cat /etc/shadow").ok(), want);
+    // Other tests add and remove users while this one runs: the root line,
+    // which none of them changes, stands for the file.
+    let shadow = std::fs::read_to_string("/etc/shadow").unwrap();
+    let root = shadow
+        .lines()
+        .find(|l| l.starts_with("root:"))
+        .expect("a root line in /etc/shadow");
+    let got: String = f.sh("cat /etc/shadow").ok().to_string();
+    assert!(got.lines().any(|l| l == root), "{got}");
 }

@@ -5,9 +5,12 @@ use super::error::NameError;
 /// Longest agent ID or tool name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 
-/// True when `s` is 1–128 bytes of `[A-Za-z0-9._:@-]`.
+/// True when `s` is 1–128 bytes of `[A-Za-z0-9._:@-]`, other than `.` and
+/// `..` (CONTRACT §4: names become path elements).
 fn is_valid_name(s: &str) -> bool {
     !s.is_empty()
+        && s != "."
+        && s != ".."
         && s.len() <= MAX_NAME_LEN
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'@' | b'-'))

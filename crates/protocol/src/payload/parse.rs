@@ -60,7 +60,11 @@ pub fn parse_payload(bytes: &[u8]) -> Result<Payload, PayloadError> {
                 have_tool = true;
             }
             "agent" => {
-                validate_agent_id(&value)?;
+                // `.` and `..` get the reason they are unsafe; anything else
+                // the character check first.
+                if !matches!(value.as_str(), "." | "..") {
+                    validate_agent_id(&value)?;
+                }
                 if let Some(reason) = unsafe_id_reason(&value) {
                     return Err(PayloadError::UnsafeAgentId {
                         value: Quoted::new(&value),

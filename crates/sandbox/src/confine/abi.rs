@@ -1,25 +1,11 @@
 //! Kernel Landlock ABI detection and the features that need a given ABI.
 
-/// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>`.
-const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
-
 /// Returns the Landlock ABI version of the running kernel, or 0 when Landlock is not
 /// built in or not enabled at boot.
 pub fn landlock_abi() -> i32 {
-    // Safety: with a NULL attribute pointer, size 0 and the VERSION flag the kernel only
-    // returns the ABI version (or an error); it reads and writes no user memory.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if ret < 0 {
-        0
-    } else {
-        i32::try_from(ret).unwrap_or(i32::MAX)
+    match super::sys::landlock_abi_version() {
+        Ok(v) => i32::try_from(v).unwrap_or(i32::MAX),
+        Err(_) => 0,
     }
 }
 

@@ -1,6 +1,6 @@
 //! The filesystem access sets of the four rule kinds, as TOOLS.md defines them.
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 use landlock::{Access, AccessFs, BitFlags, ABI};
 
@@ -46,14 +46,5 @@ impl AccessSets {
 
 /// Whether the opened rule path is a directory.
 pub(crate) fn is_dir(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-    // Safety: `fd` is a valid open descriptor for the duration of the call and `st`
-    // points to writable memory of the size of `struct stat`.
-    let ret = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
-    if ret != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Safety: fstat succeeded, so it filled in the whole structure.
-    let st = unsafe { st.assume_init() };
-    Ok(st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    Ok(crate::open::identify(fd)?.1 == libc::S_IFDIR)
 }

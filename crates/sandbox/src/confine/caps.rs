@@ -67,11 +67,7 @@ pub type Caps = [CapData; 2];
 fn current() -> io::Result<Caps> {
     let mut hdr = HEADER;
     let mut data = Caps::default();
-    // Safety: capget writes one header and two data structs, both ours.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut Header, data.as_mut_ptr()) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    super::sys::capget(&mut hdr, &mut data)?;
     Ok(data)
 }
 

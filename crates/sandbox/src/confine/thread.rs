@@ -57,29 +57,11 @@ pub fn confine_this_thread() -> Result<(), io::Error> {
         len: u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
         filter: program.as_ptr().cast_mut(),
     };
-    let attach = || {
-        // Safety: the kernel copies the program `fprog` describes, which lives in
-        // a static; prctl reads nothing else.
-        let r = unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &fprog as *const libc::sock_fprog,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
+    let attach = || super::sys::set_seccomp_filter(&fprog);
     match attach() {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            // Safety: prctl with integer arguments only.
-            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            super::sys::set_no_new_privs()?;
             attach()?;
         }
         Err(e) => return Err(e),

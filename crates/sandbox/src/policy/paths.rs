@@ -148,8 +148,7 @@ impl PathContext {
 
 /// The real user id of this process.
 pub(crate) fn current_uid() -> u32 {
-    // Safety: getuid(2) has no preconditions, cannot fail and touches no memory.
-    unsafe { libc::getuid() }
+    super::sys::getuid()
 }
 
 /// Creates `dir` with mode 0700 if absent; accepts it only if it is a real

@@ -213,12 +213,7 @@ pub fn existing_protected() -> Vec<PathBuf> {
 
 /// Whether this process may read `path` (for a directory: list it).
 fn readable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // Safety: `c` is a NUL-terminated path that outlives the call.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::R_OK, libc::AT_EACCESS) == 0 }
+    super::sys::may_read(path)
 }
 
 /// Whether `name` matches `pattern`, whose `*`s match any run of characters.

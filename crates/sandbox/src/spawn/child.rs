@@ -100,7 +100,7 @@ pub(crate) struct ChildArgs {
     /// `getpid()` of the parent, captured before `clone`.
     pub(crate) parent_pid: libc::pid_t,
     /// The run's group and limits.
-    pub(crate) join: super::Join,
+    pub(crate) join: super::spec::Join,
     /// Whether the child must write itself into `join.cgroup_procs` (the
     /// clone did not start it in the group). Set by the parent before each attempt.
     pub(crate) join_by_procs: AtomicBool,

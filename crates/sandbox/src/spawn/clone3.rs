@@ -7,14 +7,16 @@
 //!
 //! glibc has no public `clone3` wrapper, and the child of `clone3` resumes at the
 //! system call itself, on the new stack: the call is made from a few lines of assembly
-//! that, in the child, call the child function on that stack. x86_64 only; elsewhere,
+//! (`sys/clone3.rs`) that, in the child, call the child function on that stack. x86_64 only; elsewhere,
 //! or when the kernel refuses `clone3` (before Linux 5.5, or a seccomp policy), the
 //! caller falls back to `clone(2)` and the per-signal reset.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use libc::{c_int, c_long, c_void};
+use libc::{c_int, c_void};
+
+use super::sys::clone3::{raw_clone3, CloneArgs};
 
 /// `CLONE_CLEAR_SIGHAND` (Linux 5.5): not in every libc release.
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
@@ -23,24 +25,6 @@ const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// Size of the first version of `struct clone_args`.
 const CLONE_ARGS_SIZE_VER0: usize = 64;
-
-/// `struct clone_args` up to `cgroup` (version 2, 88 bytes); the first 64
-/// bytes are version 0, which is what is passed when no cgroup is asked for
-/// (so kernels before 5.7 take it too).
-#[repr(C)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
 
 /// What a spawn adds to the plain clone: namespaces and a cgroup.
 #[derive(Debug, Clone, Copy, Default)]
@@ -78,22 +62,8 @@ pub(crate) fn ignored_signals() -> u64 {
     *IGNORED.get_or_init(|| {
         let mut mask = 0u64;
         for sig in 1..=64u64 {
-            // The kernel's `struct sigaction` (at most 4 words; the handler comes
-            // first on x86_64, aarch64 and riscv64). The raw call also sees the
-            // signals glibc reserves for itself (32, 33), which its wrapper hides.
-            let mut old = [0u64; 4];
-            // Safety: queries (does not change) the disposition of `sig` into `old`,
-            // which is large enough for the kernel's structure.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    sig as c_long,
-                    std::ptr::null::<c_void>(),
-                    old.as_mut_ptr(),
-                    8 as c_long,
-                )
-            };
-            if r == 0 && old[0] == libc::SIG_IGN as u64 {
+            let old = super::sys::parent::signal_disposition(sig);
+            if old.is_some_and(|old| old[0] == libc::SIG_IGN as u64) {
                 mask |= 1 << (sig - 1);
             }
         }
@@ -194,59 +164,4 @@ pub(crate) unsafe fn clone3(
 /// Whether `clone3` may be tried (it was not refused, and this architecture has it).
 pub(crate) fn available() -> bool {
     cfg!(target_arch = "x86_64") && !REFUSED.load(Ordering::Relaxed)
-}
-
-/// The system call; returns the child's pid or `-errno`. In the child, calls
-/// `child(arg)` on the new stack (it never returns; `ud2` traps if it does).
-///
-/// # Safety
-/// See [`clone3`].
-#[cfg(target_arch = "x86_64")]
-unsafe fn raw_clone3(
-    args: &CloneArgs,
-    size: usize,
-    child: extern "C" fn(*mut c_void) -> c_int,
-    arg: *mut c_void,
-) -> c_long {
-    let ret: c_long;
-    // Safety: the kernel reads `args` (valid for the call). In the parent only rax,
-    // rcx and r11 change (declared). The child starts with the parent's registers
-    // and rsp at the top of its own stack, clears the frame pointer, and calls
-    // `child(arg)` with the System V convention (arg in rdi, rsp 16-byte aligned
-    // before the call); it never comes back into this function.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "xor ebp, ebp",
-            "mov rdi, r12",
-            "call r13",
-            "ud2",
-            "2:",
-            inlateout("rax") libc::SYS_clone3 => ret,
-            in("rdi") args as *const CloneArgs,
-            in("rsi") size,
-            in("r12") arg,
-            in("r13") child,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// No `clone3` path on this architecture: always `-ENOSYS` (use `clone`).
-///
-/// # Safety
-/// Trivially safe; `unsafe` only to match the x86_64 version.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn raw_clone3(
-    _args: &CloneArgs,
-    _size: usize,
-    _child: extern "C" fn(*mut c_void) -> c_int,
-    _arg: *mut c_void,
-) -> c_long {
-    -(libc::ENOSYS as c_long)
 }

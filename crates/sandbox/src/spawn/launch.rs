@@ -17,9 +17,11 @@ use std::sync::{Arc, Mutex};
 
 use libc::c_char;
 
+use super::args::{child_args, null_terminated, seccomp_fprog, ChildStrings};
 use super::child::ChildArgs;
+use super::error::{child_error, SpawnError};
+use super::spec::SpawnSpec;
 use super::stack::ChildStack;
-use super::{SpawnError, SpawnSpec};
 
 /// The memory of one detached child.
 pub(crate) struct Launch {
@@ -54,21 +56,21 @@ impl Launch {
     ) -> Result<Box<Launch>, SpawnError> {
         let strings: Vec<CString> = spec.argv.iter().chain(spec.envp).cloned().collect();
         let (argv_s, envp_s) = strings.split_at(spec.argv.len());
-        let argv = super::null_terminated(argv_s);
-        let envp = super::null_terminated(envp_s);
+        let argv = null_terminated(argv_s);
+        let envp = null_terminated(envp_s);
         let filter: Option<Vec<libc::sock_filter>> = spec
             .confinement
             .and_then(crate::confine::Confinement::seccomp_program)
             .map(<[libc::sock_filter]>::to_vec);
         let fprog = filter
             .as_deref()
-            .map(super::seccomp_fprog)
+            .map(seccomp_fprog)
             .transpose()?
             .map(Box::new);
         let program = spec.program.to_owned();
         let cwd = spec.cwd.to_owned();
-        let args = super::child_args(
-            super::ChildStrings {
+        let args = child_args(
+            ChildStrings {
                 program: &program,
                 argv: &argv,
                 envp: &envp,
@@ -110,7 +112,7 @@ impl Launch {
         let stage = self.args.failed_stage.load(Ordering::Acquire);
         (stage != 0).then(|| {
             let errno = self.args.failed_errno.load(Ordering::Relaxed);
-            super::child_error(&self.program, &self.cwd, stage, errno)
+            child_error(&self.program, &self.cwd, stage, errno)
         })
     }
 

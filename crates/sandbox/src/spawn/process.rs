@@ -1,9 +1,10 @@
 //! A spawned child: its pid, its pidfd, waiting and signalling.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::launch::Launch;
+use super::sys;
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +81,7 @@ impl Child {
     /// run its program (it then exits with status 127): known once the child has
     /// been reaped ([`Child::wait`], or [`Child::try_wait`] returning `Some`);
     /// `None` before, and for a child that ran its program.
-    pub fn setup_error(&self) -> Option<super::SpawnError> {
+    pub fn setup_error(&self) -> Option<super::error::SpawnError> {
         self.status?;
         self.launch.as_ref()?.failure()
     }
@@ -124,34 +125,17 @@ impl Child {
     /// one): a tool cannot make itself deaf to its run's signals that way. A
     /// group or child that no longer exists (`ESRCH`) is not an error.
     pub fn signal_group(&self, sig: i32) -> io::Result<()> {
-        // Safety: kill has no memory arguments; a negative pid addresses the group.
-        let ret = unsafe { libc::kill(-self.pid, sig) };
-        if ret != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::ESRCH) {
-                return Err(err);
-            }
-        }
-        // Safety: getpgid has no memory arguments. The pid is the child's
-        // until it is reaped (by this value's owner), so it names the child.
-        let group = unsafe { libc::getpgid(self.pid) };
+        let gone = |r: io::Result<()>| match r {
+            Err(err) if err.raw_os_error() != Some(libc::ESRCH) => Err(err),
+            _ => Ok(()),
+        };
+        // A negative pid addresses the group.
+        gone(sys::parent::kill(-self.pid, sig))?;
+        // The pid is the child's until it is reaped (by this value's owner), so
+        // it names the child.
+        let group = sys::parent::getpgid(self.pid);
         if group >= 0 && group != self.pid {
-            // Safety: the pidfd is ours and open; no siginfo is passed.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    self.pidfd.as_raw_fd(),
-                    sig,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                )
-            };
-            if r != 0 {
-                let err = io::Error::last_os_error();
-                if err.raw_os_error() != Some(libc::ESRCH) {
-                    return Err(err);
-                }
-            }
+            gone(sys::parent::pidfd_send_signal(self.pidfd.as_fd(), sig))?;
         }
         Ok(())
     }
@@ -161,33 +145,13 @@ impl Child {
 /// (only with `WNOHANG`).
 pub(crate) fn wait_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<ExitStatus>> {
     loop {
-        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
-        // Safety: `info` is writable memory of the size of siginfo_t, zeroed so that
-        // si_pid reads 0 when WNOHANG finds no exited child.
-        let ret = unsafe {
-            libc::waitid(
-                libc::P_PIDFD,
-                fd.as_raw_fd() as libc::id_t,
-                info.as_mut_ptr(),
-                libc::WEXITED | extra,
-            )
+        let (code, status) = match sys::parent::waitid_pidfd(fd, extra) {
+            Ok(Some(exited)) => exited,
+            Ok(None) => return Ok(None),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
         };
-        if ret != 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        // Safety: waitid succeeded and the buffer was zero-initialised before.
-        let info = unsafe { info.assume_init() };
-        // Safety: for SIGCHLD siginfo (what waitid fills in), si_pid and si_status are
-        // the valid union members.
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return Ok(None);
-        }
-        return Ok(Some(match info.si_code {
+        return Ok(Some(match code {
             libc::CLD_EXITED => ExitStatus::Code(status),
             _ => ExitStatus::Signal(status),
         }));

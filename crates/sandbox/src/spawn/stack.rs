@@ -3,6 +3,8 @@
 use std::io;
 use std::ptr::NonNull;
 
+use super::sys::parent as sys;
+
 /// Usable stack size. The child function only makes system calls; 64 KiB is ample.
 const STACK_SIZE: usize = 64 * 1024;
 
@@ -20,29 +22,10 @@ impl ChildStack {
     pub(crate) fn new() -> io::Result<ChildStack> {
         let page = page_size();
         let len = STACK_SIZE + page;
-        // Safety: an anonymous private mapping at a kernel-chosen address has no
-        // preconditions; the result is checked against MAP_FAILED.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let Some(base) = NonNull::new(base) else {
-            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
-        };
+        let base = sys::map_stack(len)?;
         let stack = ChildStack { base, len };
         // Safety: the first page lies inside the mapping just created and owned by `stack`.
-        if unsafe { libc::mprotect(base.as_ptr(), page, libc::PROT_NONE) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        unsafe { sys::guard(base, page) }?;
         Ok(stack)
     }
 
@@ -67,19 +50,12 @@ impl Drop for ChildStack {
         // Safety: the mapping is owned by this value and no longer used: the child ran
         // on it has exec'd or exited (before `clone` returned for a vfork child, before
         // its launch was retired for a detached one).
-        unsafe {
-            libc::munmap(self.base.as_ptr(), self.len);
-        }
+        unsafe { sys::unmap(self.base, self.len) }
     }
 }
 
 fn page_size() -> usize {
-    // Safety: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
-        .ok()
-        .filter(|&s| s > 0)
-        .unwrap_or(4096)
+    sys::page_size().unwrap_or(4096)
 }
 
 thread_local! {

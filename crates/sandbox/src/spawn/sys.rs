@@ -13,6 +13,9 @@
 //! but a parent that goes on (see `spawn_detached`) could read that stray
 //! value as the result of its own failed call.
 
+pub(crate) mod clone3;
+pub(crate) mod parent;
+
 use libc::{c_char, c_int, c_long, c_void};
 
 /// A failed call's error number (positive).

@@ -109,6 +109,19 @@ fn gone(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOENT)
 }
 
+/// Whether `e` says that `p`, inside a writable rule, stopped being what the
+/// plan saw (a tool removed it, or replaced it with a symbolic link, which a
+/// mount cannot go over). Such a step is skipped: there is nothing at `p` to
+/// pin or cover any more, and the next rescan plans the view again from what
+/// is there (a link's target is protected where it lies).
+fn changed_under_us(e: &io::Error, p: &Path) -> bool {
+    gone(e)
+        || (matches!(
+            e.raw_os_error(),
+            Some(libc::EINVAL | libc::ENOTDIR | libc::ELOOP)
+        ) && std::fs::symlink_metadata(p).map_or(true, |m| m.file_type().is_symlink()))
+}
+
 /// The build proper, on the thread that leaves the server's namespace.
 fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     let root = Path::new("/");
@@ -146,9 +159,11 @@ fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     }
     // 6. (before the covers, which go on top) Pins.
     for d in &plan.pins {
-        match sys::clone_tree(d, true) {
-            Ok(fd) => sys::attach(fd.as_fd(), d).map_err(step("pin a directory", d))?,
-            Err(e) if gone(&e) => {}
+        match sys::clone_tree(d, true).and_then(|fd| sys::attach(fd.as_fd(), d)) {
+            Ok(()) => {}
+            Err(e) if changed_under_us(&e, d) => {
+                tracing::warn!(path = %d.display(), error = %e, "filesystem view: a directory to pin changed while the view was built; skipped")
+            }
             Err(e) => return Err(step("pin a directory", d)(e)),
         }
     }
@@ -164,6 +179,9 @@ fn build_here(plan: &Plan) -> Result<Built, ViewError> {
         match r {
             Ok(()) => {}
             Err(e) if gone(&e) => {}
+            Err(e) if changed_under_us(&e, c.path()) => {
+                tracing::warn!(path = %c.path().display(), error = %e, "filesystem view: a protected path is (or became) a symbolic link, which a mount cannot cover; skipped")
+            }
             Err(e) => return Err(step("protect", c.path())(e)),
         }
     }

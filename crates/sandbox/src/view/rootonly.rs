@@ -92,8 +92,7 @@ mod tests {
 
     #[test]
     fn root_only_files_under_read_rules_are_found() {
-        // Safety: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::contain::sys::is_root() {
             return;
         }
         let t = tempfile::tempdir().unwrap();

@@ -29,8 +29,8 @@ use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::contain::Containment;
 use toolsrv_sandbox::policy::{PathContext, Policy, PolicyStore};
 use toolsrv_sandbox::rules::ResolvedRules;
-use toolsrv_sandbox::validate::{RateLimiter, Validator};
 use toolsrv_sandbox::workdir::WorkDir;
+use toolsrv_validate::{RateLimiter, Validator};
 
 pub(crate) use prepare::{Prepared, Refused, Served};
 use spawner::Spawner;

@@ -11,8 +11,8 @@ use toolsrv_metadata::{Catalog, MetaError, OutputMode, Tool, ToolKind};
 use toolsrv_protocol::{convert_args, parse_payload, Payload, PayloadError};
 use toolsrv_sandbox::confine::{ConfineError, Confinement};
 use toolsrv_sandbox::policy::{PathContext, PolicyError};
-use toolsrv_sandbox::validate::{RateLimited, Refusal, ValidateError};
 use toolsrv_sandbox::workdir::{WorkDir, WorkDirError};
+use toolsrv_validate::{RateLimited, Refusal, ValidateError};
 
 use super::cache::Same;
 use super::env::{compose, EnvParts};

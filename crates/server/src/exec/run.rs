@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use toolsrv_protocol::ProcState;
-use toolsrv_protocol::{limit_reached_line, LimitName};
+use toolsrv_protocol::{limit_reached_line, LimitName, Limits};
 use toolsrv_sandbox::contain::Run;
 use toolsrv_sandbox::spawn::{Child, ExitStatus, SpawnError};
 
@@ -179,11 +179,28 @@ impl Executor {
         });
     }
 
+    /// The four phases of a run: start the tool, watch for its exit,
+    /// supervise it to its end, then reap it and record how it ended.
     async fn run_inner(
         &self,
         proc: &Arc<Proc>,
         prep: &Prepared,
     ) -> Result<(ProcState, i32), RunError> {
+        let (mut run, mut child, output) = self.start_tool(proc, prep)?;
+        // Safety: `pidfd` is declared after `child`, so it is dropped (and
+        // deregistered) before the child closes the descriptor.
+        let pidfd = unsafe { self.watch_exit(&mut run, &mut child) }?;
+        let end = supervise(proc, prep, &mut run, &child, &pidfd, output).await;
+        self.reap_and_record(proc, run, &mut child, end)
+    }
+
+    /// Phase 1: the output pipe, the run's kernel group, the spawn; logs the
+    /// start. The run's containment, its child, and the output's read end.
+    fn start_tool(
+        &self,
+        proc: &Arc<Proc>,
+        prep: &Prepared,
+    ) -> Result<(Run, Child, OwnedFd), RunError> {
         let (program, argv, envp, cwd) = prep.c_strings()?;
         let (rd, wr) = pipe().map_err(RunError::Pipe)?;
         let mut run = self.containment.run(prep.limits).map_err(RunError::Group)?;
@@ -199,7 +216,7 @@ impl Executor {
             join,
             view: prep.view.clone(),
         };
-        let mut child = self.spawner.spawn(job)?;
+        let child = self.spawner.spawn(job)?;
         run.started(child.pid());
         if let Some(sig) = proc.started(child.pid()) {
             let _ = child.signal_group(sig);
@@ -217,60 +234,43 @@ impl Executor {
         } else {
             started!(debug);
         }
-        // Declared after `child`, so dropped (and deregistered) before the
-        // child closes the descriptor.
+        Ok((run, child, rd))
+    }
+
+    /// Phase 2: the child's pidfd, registered with the runtime to wake the
+    /// run when the child exits. A child that cannot be watched is killed
+    /// and reaped.
+    ///
+    /// # Safety
+    /// The returned watch borrows `child`'s descriptor: it must be dropped
+    /// before `child` is.
+    unsafe fn watch_exit(
+        &self,
+        run: &mut Run,
+        child: &mut Child,
+    ) -> Result<AsyncFd<PidfdWatch>, RunError> {
         let watch = PidfdWatch(child.pidfd().as_raw_fd());
-        // Safety: `child` owns the descriptor and outlives this AsyncFd (see
-        // above), so it stays open and unchanged while it is registered.
-        let pidfd =
-            unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) }
-                .map_err(|e| {
-                    let e = std::io::Error::from(e);
-                    run.kill();
-                    self.abandon(&mut child, RunError::Watch(e))
-                })?;
-        // The output is pumped by this task, alongside every wait below (no
-        // task of its own: the tool's exit and its pipe's end of file then
-        // wake one task, once).
-        let mut pump = Pump::new(pump(rd, proc));
-        let cpu_limit = prep.limits.cpu;
-        let end = pump
-            .alongside(async {
-                tokio::select! {
-                    _ = exited(&pidfd) => End::Exited,
-                    _ = proc.stop.cancelled() => End::Stopped,
-                    _ = tokio::time::sleep(prep.timeout) => End::TimedOut,
-                    _ = cpu_spent(&mut run, cpu_limit) => End::CpuSpent,
-                }
-            })
-            .await;
-        if matches!(end, End::CpuSpent) {
-            run.kill();
-            let _ = child.signal_group(libc::SIGKILL);
-            pump.alongside(exited(&pidfd)).await;
-        } else if !matches!(end, End::Exited) {
-            let _ = child.signal_group(libc::SIGTERM);
-            if pump
-                .alongside(tokio::time::timeout(KILL_GRACE, exited(&pidfd)))
-                .await
-                .is_err()
-            {
-                let _ = child.signal_group(libc::SIGKILL);
-                pump.alongside(exited(&pidfd)).await;
-            }
-        }
-        // The tool has exited (not yet reaped). Give descendants that still hold
-        // the output pipe a moment, then kill whatever is left of the run:
-        // its whole group, however its processes detached.
-        if !pump.finish_within(DRAIN_GRACE).await {
-            run.kill();
-            let _ = child.signal_group(libc::SIGKILL);
-            // Whatever is still unread after that is dropped with the pump.
-            pump.finish_within(Duration::from_secs(1)).await;
-        } else {
-            run.kill();
-            let _ = child.signal_group(libc::SIGKILL);
-        }
+        // Safety: `child` owns the descriptor and outlives this AsyncFd (the
+        // caller's contract), so it stays open and unchanged while it is
+        // registered.
+        unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) }.map_err(
+            |e| {
+                let e = std::io::Error::from(e);
+                run.kill();
+                self.abandon(child, RunError::Watch(e))
+            },
+        )
+    }
+
+    /// Phase 4: ends the run's containment, reaps the child, and records how
+    /// the run ended and which limits it reached.
+    fn reap_and_record(
+        &self,
+        proc: &Proc,
+        run: Run,
+        child: &mut Child,
+        end: End,
+    ) -> Result<(ProcState, i32), RunError> {
         let limits = *run.limits();
         let mut hits = run.finish().hits;
         let status = child
@@ -305,18 +305,7 @@ impl Executor {
             (End::Exited, s @ ExitStatus::Signal(_)) => (ProcState::Killed, s.code()),
         };
         if !hits.is_empty() {
-            let lines: Vec<String> = hits
-                .iter()
-                .map(|h| limit_reached_line(&limits, *h))
-                .collect();
-            tracing::info!(pid = proc.pid, limits = %lines.join(" "), "run reached a limit");
-            if proc.spec.background {
-                // `out` readers see it too (a sync call's result gets it appended).
-                for l in &lines {
-                    proc.output.push(format!("\n{l}\n").as_bytes());
-                }
-            }
-            proc.set_limits_reached(lines);
+            record_limits_reached(proc, &limits, &hits);
         }
         Ok(outcome)
     }
@@ -336,6 +325,81 @@ impl Executor {
             w.untrack(pid);
         }
     }
+}
+
+/// Phase 3: pumps the output while waiting for the tool's exit, its
+/// cancellation, its timeout or its CPU limit; escalates SIGTERM to SIGKILL
+/// where it has to; gives descendants holding the output pipe a moment; then
+/// kills whatever is left of the run (its whole group, however its processes
+/// detached). Why the wait ended.
+async fn supervise(
+    proc: &Proc,
+    prep: &Prepared,
+    run: &mut Run,
+    child: &Child,
+    pidfd: &AsyncFd<PidfdWatch>,
+    output: OwnedFd,
+) -> End {
+    // The output is pumped by this task, alongside every wait below (no
+    // task of its own: the tool's exit and its pipe's end of file then
+    // wake one task, once).
+    let mut pump = Pump::new(pump(output, proc));
+    let cpu_limit = prep.limits.cpu;
+    let end = pump
+        .alongside(async {
+            tokio::select! {
+                _ = exited(pidfd) => End::Exited,
+                _ = proc.stop.cancelled() => End::Stopped,
+                _ = tokio::time::sleep(prep.timeout) => End::TimedOut,
+                _ = cpu_spent(run, cpu_limit) => End::CpuSpent,
+            }
+        })
+        .await;
+    if matches!(end, End::CpuSpent) {
+        run.kill();
+        let _ = child.signal_group(libc::SIGKILL);
+        pump.alongside(exited(pidfd)).await;
+    } else if !matches!(end, End::Exited) {
+        let _ = child.signal_group(libc::SIGTERM);
+        if pump
+            .alongside(tokio::time::timeout(KILL_GRACE, exited(pidfd)))
+            .await
+            .is_err()
+        {
+            let _ = child.signal_group(libc::SIGKILL);
+            pump.alongside(exited(pidfd)).await;
+        }
+    }
+    // The tool has exited (not yet reaped). Give descendants that still hold
+    // the output pipe a moment, then kill whatever is left of the run: its
+    // whole group, however its processes detached.
+    if !pump.finish_within(DRAIN_GRACE).await {
+        run.kill();
+        let _ = child.signal_group(libc::SIGKILL);
+        // Whatever is still unread after that is dropped with the pump.
+        pump.finish_within(Duration::from_secs(1)).await;
+    } else {
+        run.kill();
+        let _ = child.signal_group(libc::SIGKILL);
+    }
+    end
+}
+
+/// The `limit reached` lines of a run that reached `hits`: logged, kept with
+/// the process, and appended to a background process's output.
+fn record_limits_reached(proc: &Proc, limits: &Limits, hits: &[LimitName]) {
+    let lines: Vec<String> = hits
+        .iter()
+        .map(|h| limit_reached_line(limits, *h))
+        .collect();
+    tracing::info!(pid = proc.pid, limits = %lines.join(" "), "run reached a limit");
+    if proc.spec.background {
+        // `out` readers see it too (a sync call's result gets it appended).
+        for l in &lines {
+            proc.output.push(format!("\n{l}\n").as_bytes());
+        }
+    }
+    proc.set_limits_reached(lines);
 }
 
 /// The output pump of one run, driven by the run's own task.

@@ -41,6 +41,9 @@ pub(crate) struct Views {
     root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::view::Entry>)>>,
 }
 
+/// How many times a failed view build is planned and tried again.
+const BUILD_TRIES: u32 = 2;
+
 impl Views {
     /// The views of a server serving `workspace` (`--cwd`, canonical) whose
     /// own files are `server`; starts the rescan thread.
@@ -141,12 +144,27 @@ impl Views {
                 return Ok((s.view.clone(), s.rules.clone()));
             }
         }
-        let sources = self.sources(policy);
-        let rules = Arc::new(self.rule_paths(policy));
-        let started = std::time::Instant::now();
-        let extra = self.root_only(&rules);
-        let view = Arc::new(View::build(&sources, &rules, &extra)?);
-        log_built(&view, started.elapsed());
+        // A tool may change the workspace while the view is planned and
+        // built (a directory on the way to a protected path replaced): plan
+        // again from what is there, a few times, before giving up.
+        let mut tries = 0;
+        let (sources, rules, view) = loop {
+            let sources = self.sources(policy);
+            let rules = Arc::new(self.rule_paths(policy));
+            let started = std::time::Instant::now();
+            let extra = self.root_only(&rules);
+            match View::build(&sources, &rules, &extra) {
+                Ok(view) => {
+                    log_built(&view, started.elapsed());
+                    break (sources, rules, Arc::new(view));
+                }
+                Err(e) if tries < BUILD_TRIES => {
+                    tries += 1;
+                    tracing::warn!(error = %e, tries, "filesystem view: build failed; planning it again");
+                }
+                Err(e) => return Err(e),
+            }
+        };
         let slot = Arc::new(Slot {
             policy: policy.clone(),
             view: view.clone(),

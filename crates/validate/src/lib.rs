@@ -5,6 +5,12 @@
 //! text, follows `sh -c`, `eval` and `$(...)`, and applies the built-in rules
 //! to each simple command; `validation.deny` patterns from the policy are
 //! matched against the raw text.
+//!
+//! It is a crate of its own, not a module of `toolsrv-sandbox`: it reads
+//! text only (no system call, no policy type; the server hands it the
+//! policy's deny patterns as strings), while everything in the sandbox crate
+//! works with the kernel. Apart, each is built and tested without the other,
+//! and the sandbox crate holds one concern.
 
 mod builtin;
 mod lex;

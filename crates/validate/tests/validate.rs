@@ -1,6 +1,6 @@
 //! Built-in validation rules, the false-positive list, extra deny patterns.
 
-use toolsrv_sandbox::validate::Validator;
+use toolsrv_validate::Validator;
 
 fn validator() -> Validator {
     Validator::new(&[]).expect("no extra patterns")

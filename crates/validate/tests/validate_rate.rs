@@ -1,7 +1,7 @@
 //! The per-agent rate limiter, with synthetic instants (no sleeping).
 
 use std::time::{Duration, Instant};
-use toolsrv_sandbox::validate::RateLimiter;
+use toolsrv_validate::RateLimiter;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 

@@ -1,0 +1,83 @@
+//! What to spawn ([`SpawnSpec`]) and how the child joins its run ([`Join`]).
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{BorrowedFd, RawFd};
+
+use crate::confine::Confinement;
+
+/// What to run and how.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnSpec<'a> {
+    /// Path of the executable (not searched in `PATH`).
+    pub program: &'a CStr,
+    /// Arguments, including `argv[0]`.
+    pub argv: &'a [CString],
+    /// The complete environment, as `NAME=value` strings.
+    pub envp: &'a [CString],
+    /// Working directory of the child (for messages only when `cwd_fd` is set).
+    pub cwd: &'a CStr,
+    /// The working directory, opened: the child `fchdir`s to it instead of
+    /// looking `cwd` up again. Must stay open until the spawn returns.
+    pub cwd_fd: Option<BorrowedFd<'a>>,
+    /// A mount namespace to enter (`setns`) before the working directory and
+    /// the confinement: the run's filesystem view (`crate::view`). `cwd_fd`
+    /// must then be a directory opened inside that namespace.
+    pub mount_ns: Option<BorrowedFd<'a>>,
+    /// Where stdout and stderr both go (typically a pipe's write end).
+    pub output: BorrowedFd<'a>,
+    /// The confinement to apply right before `execve`; `None` runs unconfined.
+    pub confinement: Option<&'a Confinement>,
+    /// The run's kernel group and limits (see [`crate::contain::Run::join`]).
+    pub join: Join,
+}
+
+/// How a child joins its run, set up before it runs anything of the tool's:
+/// the descriptors must stay open until the child has exec'd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Join {
+    /// A cgroup v2 directory to start the child in (`CLONE_INTO_CGROUP`), or -1.
+    pub cgroup: RawFd,
+    /// That group's `cgroup.procs`, written by the child where the kernel
+    /// refuses `CLONE_INTO_CGROUP` (or has no `clone3`), or -1.
+    pub cgroup_procs: RawFd,
+    /// cgroup v1 `cgroup.procs` files the child writes itself into, -1 unused.
+    pub procs: [RawFd; 3],
+    /// `(resource, value)` pairs set as both soft and hard limit; resource -1 unused.
+    pub rlimits: [(i32, u64); 4],
+    /// Start the child as the first process of a new PID namespace.
+    pub new_pid_ns: bool,
+    /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
+    pub new_user_ns: bool,
+    /// With `new_user_ns`: the server's uid and gid, which the child maps to
+    /// themselves in its new user namespace (CONTRACT §13: a tool sees its
+    /// server's identity).
+    pub own_ids: Option<crate::identity::IdMaps>,
+}
+
+impl Default for Join {
+    fn default() -> Self {
+        Join {
+            cgroup: -1,
+            cgroup_procs: -1,
+            procs: [-1; 3],
+            rlimits: [(-1, 0); 4],
+            new_pid_ns: false,
+            new_user_ns: false,
+            own_ids: None,
+        }
+    }
+}
+
+impl Join {
+    /// The namespace flags of `clone`.
+    pub(crate) fn namespace_flags(&self) -> u64 {
+        let mut f = 0u64;
+        if self.new_pid_ns {
+            f |= libc::CLONE_NEWPID as u64;
+        }
+        if self.new_user_ns {
+            f |= libc::CLONE_NEWUSER as u64;
+        }
+        f
+    }
+}
