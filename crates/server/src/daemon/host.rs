@@ -9,6 +9,7 @@ use toolsrv_sandbox::doctor::{Facts, Source};
 use toolsrv_sandbox::identity::Identity;
 use toolsrv_sandbox::view::Mechanism as View;
 
+use super::LOG_TARGET;
 use crate::config::Config;
 use crate::fdlimit::{raise_nofile, HEADROOM};
 use crate::watchdog::Watchdog;
@@ -24,7 +25,7 @@ pub(super) fn fit_descriptor_limit(config: &mut Config) {
             let fit = usize::try_from(soft.saturating_sub(HEADROOM + tools))
                 .unwrap_or(usize::MAX)
                 .max(1);
-            tracing::warn!(
+            tracing::warn!(target: LOG_TARGET,
                 descriptor_limit = soft,
                 max_connections = config.max_connections,
                 serving = fit,
@@ -32,8 +33,12 @@ pub(super) fn fit_descriptor_limit(config: &mut Config) {
             );
             config.max_connections = fit;
         }
-        Ok(soft) => tracing::debug!(descriptor_limit = soft, "descriptor limit"),
-        Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+        Ok(soft) => {
+            tracing::debug!(target: LOG_TARGET, descriptor_limit = soft, "descriptor limit")
+        }
+        Err(e) => {
+            tracing::warn!(target: LOG_TARGET, error = %e, "cannot raise the descriptor limit")
+        }
     }
 }
 
@@ -93,7 +98,7 @@ pub(super) fn start_watchdog(
     ) {
         Ok(w) => {
             if w.survivors_killed() > 0 {
-                tracing::warn!(
+                tracing::warn!(target: LOG_TARGET,
                     killed = w.survivors_killed(),
                     "killed the runs a dead server on this socket left"
                 );
@@ -101,7 +106,7 @@ pub(super) fn start_watchdog(
             Some(Arc::new(w))
         }
         Err(e) => {
-            tracing::error!(error = %e, "cannot start the watchdog process; tools may outlive a killed server");
+            tracing::error!(target: LOG_TARGET, error = %e, "cannot start the watchdog process; tools may outlive a killed server");
             None
         }
     }

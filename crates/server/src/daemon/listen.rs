@@ -11,7 +11,7 @@ use toolsrv_sandbox::policy::PolicyStore;
 use toolsrv_sandbox::view::Mechanism as View;
 
 use super::signals::Signals;
-use super::DaemonError;
+use super::{DaemonError, LOG_TARGET};
 use crate::config::Config;
 use crate::server::Server;
 use crate::socket::{self, Bound};
@@ -36,7 +36,7 @@ pub(super) async fn open(
         socket::bind(&config.listen)
     }
     .map_err(DaemonError::Socket)?;
-    tracing::info!(
+    tracing::info!(target: LOG_TARGET,
         socket = %config.listen.display(),
         socket_activated = activated,
         cwd = %config.cwd.display(),
@@ -54,10 +54,10 @@ pub(super) async fn open(
     if !config.yolo {
         match &config.filesystem {
             View::MountNamespace => {
-                tracing::info!(how = %config.filesystem.describe(), "filesystem protection")
+                tracing::info!(target: LOG_TARGET, how = %config.filesystem.describe(), "filesystem protection")
             }
             View::LandlockOnly(_) => {
-                tracing::warn!(how = %config.filesystem.describe(), "filesystem protection")
+                tracing::warn!(target: LOG_TARGET, how = %config.filesystem.describe(), "filesystem protection")
             }
         }
         if !config.filesystem.is_view() && !best_effort {
@@ -70,10 +70,10 @@ pub(super) async fn open(
         return Err(DaemonError::NoContainment);
     }
     if config.yolo {
-        tracing::warn!("--yolo: tools run WITHOUT the Landlock sandbox; validation still applies");
+        tracing::warn!(target: LOG_TARGET, "--yolo: tools run WITHOUT the Landlock sandbox; validation still applies");
     }
     if config.no_auth {
-        tracing::warn!(
+        tracing::warn!(target: LOG_TARGET,
             "authentication is off (--no-auth): any local client of this uid can run tools"
         );
     }
@@ -85,18 +85,18 @@ pub(super) async fn open(
 /// loudly when nothing does.
 fn log_containment(c: &Containment) {
     for note in c.notes() {
-        tracing::info!(note = %note, "containment");
+        tracing::info!(target: LOG_TARGET, note = %note, "containment");
     }
     match c.mechanism() {
-        Mechanism::None => tracing::warn!(
+        Mechanism::None => tracing::warn!(target: LOG_TARGET,
             "no mechanism contains a run here: a tool that calls setsid or daemonizes outlives its run; {}",
             c.summary()
         ),
-        m => tracing::info!(mechanism = ?m, how = %c.summary(), "containment"),
+        m => tracing::info!(target: LOG_TARGET, mechanism = ?m, how = %c.summary(), "containment"),
     }
 }
 
 /// Says at startup which identity tools run under and why.
 fn log_identity(id: &Identity) {
-    tracing::info!(mode = %id.mode(), uid = id.uid(), gid = id.gid(), how = %id.summary(), "identity");
+    tracing::info!(target: LOG_TARGET, mode = %id.mode(), uid = id.uid(), gid = id.gid(), how = %id.summary(), "identity");
 }

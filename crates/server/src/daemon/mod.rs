@@ -28,6 +28,10 @@ use crate::config::Config;
 use crate::server::Server;
 use crate::socket::{Bound, SocketError};
 
+/// The target of the daemon's own log lines (what the log shows and
+/// `RUST_LOG` filters): the `serve` command's, as they are its lines.
+const LOG_TARGET: &str = "toolsrv::serve";
+
 /// Why the daemon could not start. Each says the value and the reason; the
 /// binary prints it (with its sources) and exits 1.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +104,7 @@ impl Daemon {
         config.facts = Some(host::server_facts(&config, &identity, &containment));
         let watchdog = host::start_watchdog(&config, &containment, inherited.activated);
         if let Err(e) = crate::reaper::become_subreaper() {
-            tracing::error!(error = %e, "cannot become a child subreaper");
+            tracing::error!(target: LOG_TARGET, error = %e, "cannot become a child subreaper");
         }
         let runtime = runtime::build()?;
         let (server, bound, signals) = runtime.block_on(listen::open(
@@ -132,7 +136,7 @@ impl Daemon {
             let shutdown = CancellationToken::new();
             tokio::spawn(signals.watch(shutdown.clone()));
             crate::lifecycle::run(server, bound, shutdown).await;
-            tracing::info!("toolsrv stopped");
+            tracing::info!(target: LOG_TARGET, "toolsrv stopped");
         });
     }
 }

@@ -1,11 +1,11 @@
 //! The daemon's async runtime and how many worker threads it runs.
 
-use super::DaemonError;
+use super::{DaemonError, LOG_TARGET};
 
 /// The runtime: `current_thread` for one worker, else multi-thread.
 pub(super) fn build() -> Result<tokio::runtime::Runtime, DaemonError> {
     let workers = worker_threads();
-    tracing::debug!(workers, "runtime worker threads");
+    tracing::debug!(target: LOG_TARGET, workers, "runtime worker threads");
     let mut builder = if workers == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {

@@ -3,7 +3,7 @@
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use super::DaemonError;
+use super::{DaemonError, LOG_TARGET};
 
 /// The installed SIGINT and SIGTERM handlers.
 pub(super) struct Signals {
@@ -29,10 +29,10 @@ impl Signals {
     /// The first signal starts the shutdown; a second one exits at once.
     pub(super) async fn watch(mut self, shutdown: CancellationToken) {
         tokio::select! { _ = self.int.recv() => {}, _ = self.term.recv() => {} }
-        tracing::info!("signal received; shutting down");
+        tracing::info!(target: LOG_TARGET, "signal received; shutting down");
         shutdown.cancel();
         tokio::select! { _ = self.int.recv() => {}, _ = self.term.recv() => {} }
-        tracing::warn!("second signal: exiting now");
+        tracing::warn!(target: LOG_TARGET, "second signal: exiting now");
         std::process::exit(1);
     }
 }
