@@ -130,11 +130,6 @@ impl Config {
         self.secret_file = Some(std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()));
         Ok(())
     }
-
-    /// Whether a secret was pinned with [`Config::pin_secret`].
-    pub fn has_pinned_secret(&self) -> bool {
-        self.pinned_secret.is_some()
-    }
 }
 
 /// One of the default durations above (written as the flags take them).

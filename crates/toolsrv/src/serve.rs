@@ -30,7 +30,9 @@ pub fn main(args: ServeArgs, secret_file: Option<PathBuf>) -> ExitCode {
         return ExitCode::from(1);
     }
     let logs_to_file = config.log.is_some();
-    match Daemon::prepare(config) {
+    // Safety: single-threaded: nothing before this in `main` starts a thread
+    // (logging writes from the calling thread).
+    match unsafe { Daemon::prepare(config) } {
         Ok(daemon) => {
             daemon.serve();
             ExitCode::SUCCESS

@@ -17,16 +17,22 @@ pub(super) struct Inherited {
 
 impl Inherited {
     /// Read the forcing variables and the socket activation, then wipe every
-    /// `TOOLSRV_*` variable (the client's secret, a token). Call while
-    /// single-threaded.
-    pub(super) fn take() -> Inherited {
+    /// `TOOLSRV_*` variable (the client's secret, a token).
+    ///
+    /// # Safety
+    ///
+    /// The process must be single-threaded: nothing else may read or change
+    /// the environment meanwhile.
+    pub(super) unsafe fn take() -> Inherited {
         let inherited = Inherited {
             containment: std::env::var(contain::FORCE_ENV).ok(),
             userns: std::env::var(identity::FORCE_ENV).ok(),
             view: std::env::var(view::FORCE_ENV).ok(),
-            activated: take_socket_activation(),
+            // Safety: single-threaded (this function's precondition).
+            activated: unsafe { take_socket_activation() },
         };
-        scrub();
+        // Safety: single-threaded (this function's precondition).
+        unsafe { scrub() };
         inherited
     }
 }
@@ -34,8 +40,12 @@ impl Inherited {
 /// Whether a service manager passed the listening socket (systemd socket
 /// activation: `LISTEN_PID` is this process and `LISTEN_FDS` at least 1; the
 /// socket is descriptor 3). The variables are removed, as the protocol asks,
-/// so tools never see them. Call while single-threaded.
-fn take_socket_activation() -> bool {
+/// so tools never see them.
+///
+/// # Safety
+///
+/// The process must be single-threaded.
+unsafe fn take_socket_activation() -> bool {
     let pid_ok = std::env::var("LISTEN_PID")
         .ok()
         .and_then(|p| p.trim().parse::<u32>().ok())
@@ -45,7 +55,7 @@ fn take_socket_activation() -> bool {
         .and_then(|n| n.trim().parse::<u32>().ok())
         .unwrap_or(0);
     for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
-        // Safety: single-threaded (before the runtime and the watchdog exist).
+        // Safety: single-threaded (this function's precondition).
         unsafe { std::env::remove_var(name) };
     }
     pid_ok && fds >= 1
@@ -53,9 +63,12 @@ fn take_socket_activation() -> bool {
 
 /// Wipe every `TOOLSRV_*` variable from this process's environment,
 /// including the original bytes that `/proc/<pid>/environ` shows, so no tool
-/// can read them there even if a policy grants `/proc`. Call while
-/// single-threaded.
-fn scrub() {
+/// can read them there even if a policy grants `/proc`.
+///
+/// # Safety
+///
+/// The process must be single-threaded.
+unsafe fn scrub() {
     const PREFIX: &str = "TOOLSRV_";
     let names: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
@@ -64,10 +77,10 @@ fn scrub() {
     if names.is_empty() {
         return;
     }
-    // Safety: single-threaded (before the runtime and the watchdog exist).
+    // Safety: single-threaded (this function's precondition).
     unsafe { crate::sys::blank_environ_values(PREFIX.as_bytes()) };
     for n in names {
-        // Safety: single-threaded, see above.
+        // Safety: single-threaded (this function's precondition).
         unsafe { std::env::remove_var(n) };
     }
 }

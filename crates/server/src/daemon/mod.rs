@@ -83,11 +83,15 @@ impl Daemon {
     /// socket and the `toolsrv serving` log line. Logging must be set up
     /// before (the steps log what they find).
     ///
-    /// Call it while the process is single-threaded (from `main`, before any
+    /// # Safety
+    ///
+    /// The process must be single-threaded (call it from `main`, before any
     /// thread or runtime exists): it edits the environment, may enter a new
-    /// user namespace and forks the watchdog.
-    pub fn prepare(mut config: Config) -> Result<Daemon, DaemonError> {
-        let inherited = environment::Inherited::take();
+    /// user namespace and forks the watchdog, whose child must not inherit a
+    /// lock another thread holds.
+    pub unsafe fn prepare(mut config: Config) -> Result<Daemon, DaemonError> {
+        // Safety: single-threaded (this function's own precondition).
+        let inherited = unsafe { environment::Inherited::take() };
         host::fit_descriptor_limit(&mut config);
         crate::sys::map_large_allocations();
         // A server that is not root enters its own user namespace here, so
