@@ -87,11 +87,12 @@ impl Config {
     /// `--max-background`'s default.
     pub const MAX_BACKGROUND: u32 = 1024;
 
-    /// Every default, for a server on `listen` whose tools run in `cwd`. The
-    /// tools directory and the policy default to `tools` and `sandbox.yaml`
-    /// (relative to the process's directory); `toolsrv serve` sets both from
-    /// the Ollie configuration directory.
-    pub fn new(listen: PathBuf, cwd: PathBuf) -> Config {
+    /// Every default, for a server on `listen` whose tools run in `cwd`, are
+    /// found in `tools_dir` and are confined by the policy file `sandbox`:
+    /// the four settings without a fixed default (`toolsrv serve` finds the
+    /// last two in the Ollie configuration directory; where either does not
+    /// exist, the built-in tools or policy are served).
+    pub fn new(listen: PathBuf, cwd: PathBuf, tools_dir: PathBuf, sandbox: PathBuf) -> Config {
         Config {
             listen,
             cwd,
@@ -99,8 +100,8 @@ impl Config {
             no_auth: false,
             idle_timeout: None,
             idle_grace: duration(Self::IDLE_GRACE),
-            tools_dir: PathBuf::from("tools"),
-            sandbox: PathBuf::from("sandbox.yaml"),
+            tools_dir,
+            sandbox,
             ollie: None,
             log: None,
             default_timeout: duration(Self::DEFAULT_TIMEOUT),
@@ -150,7 +151,7 @@ mod tests {
 
     #[test]
     fn the_written_defaults_are_the_values() {
-        let c = Config::new("s".into(), "/".into());
+        let c = Config::new("s".into(), "/".into(), "t".into(), "p".into());
         assert_eq!(c.default_timeout, Duration::from_secs(120));
         assert_eq!(c.gc_age, Duration::from_secs(30 * 60));
         assert_eq!(c.bypass_timeout, Duration::from_secs(10 * 60));

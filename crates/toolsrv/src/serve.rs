@@ -56,21 +56,21 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<Config> {
     if listen.as_os_str().is_empty() {
         bail!("--listen: empty socket path");
     }
-    let mut c = Config::new(listen, cwd);
+    // A path the user typed must exist; only the default locations fall back
+    // to the built-in tools and policy.
+    let tools_dir = match a.tools {
+        Some(p) => paths::given(&p, "--tools", Kind::Directory, TOOLS_DEFAULT)?,
+        None => paths::default_tools_dir(),
+    };
+    let sandbox = match a.sandbox {
+        Some(p) => paths::given(&p, "--sandbox", Kind::File, POLICY_DEFAULT)?,
+        None => paths::config_dir().join("sandbox.yaml"),
+    };
+    let mut c = Config::new(listen, cwd, tools_dir, sandbox);
     c.yolo = a.yolo;
     c.no_auth = a.no_auth;
     c.idle_timeout = a.idle_timeout;
     c.idle_grace = a.idle_grace;
-    // A path the user typed must exist; only the default locations fall back
-    // to the built-in tools and policy.
-    c.tools_dir = match a.tools {
-        Some(p) => paths::given(&p, "--tools", Kind::Directory, TOOLS_DEFAULT)?,
-        None => paths::default_tools_dir(),
-    };
-    c.sandbox = match a.sandbox {
-        Some(p) => paths::given(&p, "--sandbox", Kind::File, POLICY_DEFAULT)?,
-        None => paths::config_dir().join("sandbox.yaml"),
-    };
     c.ollie = a.ollie.map(|p| expand_tilde(&p)).or_else(|| {
         let ns = std::env::var_os("NAMESPACE").filter(|v| !v.is_empty())?;
         Some(PathBuf::from(ns).join("ollie"))
