@@ -1,27 +1,31 @@
-//! The toolsrv daemon. Its face: [`ServeConfig`], [`Server::new`] and [`run`];
-//! the startup steps the binary takes while still single-threaded
-//! ([`watchdog`], [`reaper`], [`fdlimit`], [`secret_file`]) and the socket
-//! ([`socket::bind`], [`socket::inherited`]). Everything else is private.
+//! The toolsrv daemon. Its face: [`Config`], every setting of `toolsrv serve`
+//! with its default, and [`Daemon`], which [`Daemon::prepare`]s (every start-up
+//! step that may fail, up to the bound socket) and [`Daemon::serve`]s (until
+//! stopped). Everything else is private.
 //!
+//! - `daemon`: [`Daemon`]: the start-up steps in their order, the runtime,
+//!   the signals.
+//! - `config`: [`Config`], the `serve` settings and their defaults.
 //! - `bypass`: the bypass broker (pending requests, approval, expiry).
 //! - `completion`: background completion messages to the Ollie namespace.
-//! - `config`: [`ServeConfig`], the validated `serve` settings.
 //! - `auth`: the shared-secret / session-token authentication (CONTRACT §3).
-//! - [`socket`]: binding the Unix socket (mode 0600, live/stale detection) and the
-//!   `SO_PEERCRED` check.
-//! - [`fdlimit`]: the descriptor limit raised at startup, the reserve descriptor.
-//! - [`secret_file`]: `--secret-file`, the pinned secret checked at startup.
+//! - `socket`: binding the Unix socket (mode 0600, live/stale detection),
+//!   socket activation, and the `SO_PEERCRED` check.
+//! - `fdlimit`: the descriptor limit raised at startup, the reserve descriptor.
+//! - `secret_file`: `--secret-file`, the pinned secret checked at startup.
 //! - `files`: reusable synthetic file kinds (read-only snapshot, write-then-read).
+//! - `filewatch`: change detection of the policy and tool files.
 //! - `exec`: the tool executor (`exec.ExecuteTool`'s six steps).
-//! - [`procs`]: the process table and bounded, followable output.
+//! - `procs`: the process table and bounded, followable output.
 //! - `sys`: the server's system calls, one small typed wrapper each.
-//! - [`reaper`]: child subreaper: orphans of tools are reaped, and killed at shutdown.
-//! - [`watchdog`]: a forked process that kills tool groups if toolsrv dies (even by SIGKILL).
-//! - `lifecycle`: [`run`]; idle monitor, orphan reaping, shutdown.
+//! - `reaper`: child subreaper: orphans of tools are reaped, and killed at shutdown.
+//! - `watchdog`: a forked process that kills tool groups if toolsrv dies (even by SIGKILL).
+//! - `leaders`: the record of PID-namespace runs' first processes beside the socket.
+//! - `lifecycle`: serving until shutdown; idle monitor, orphan reaping, shutdown.
 //! - `activity`: open connections and when the server was last busy.
 //! - `namespace`: the tree, declared in one place (`namespace::spec`).
 //! - `registry`: the per-agent registry of loaded tools.
-//! - `server`: [`Server`], the state behind the namespace.
+//! - `server`: `Server`, the state behind the namespace.
 //! - `accept`: the accept loop: connection cap, shedding at the descriptor limit.
 
 mod accept;
@@ -30,26 +34,27 @@ mod auth;
 mod bypass;
 mod completion;
 mod config;
+mod daemon;
 mod exec;
-pub mod fdlimit;
+mod fdlimit;
 mod files;
 mod filewatch;
-pub mod leaders;
+mod leaders;
 mod lifecycle;
 mod namespace;
-pub mod procs;
-pub mod reaper;
+mod procs;
+mod reaper;
 mod registry;
-pub mod secret_file;
+mod secret_file;
 mod server;
-pub mod socket;
+mod socket;
 mod sys;
-pub mod watchdog;
+mod watchdog;
 
 #[cfg(test)]
 mod tests;
 
-pub use accept::DESCENDANT_CONNECTIONS;
-pub use config::ServeConfig;
-pub use lifecycle::run;
-pub use server::Server;
+pub use config::Config;
+pub use daemon::{Daemon, DaemonError};
+pub use procs::Retention;
+pub use secret_file::SecretFileError;

@@ -12,7 +12,7 @@ use toolsrv_metadata::{Catalog, Host};
 
 use crate::auth::{SecretAuth, SecretAuthPolicy};
 use crate::bypass::Broker;
-use crate::config::ServeConfig;
+use crate::config::Config;
 use crate::exec::{Executor, Prepared, Refused, Served};
 use crate::procs::{ProcSpec, ProcTable};
 use crate::registry::Registry;
@@ -29,7 +29,7 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// configured and as served (a tool that writes there changes what the next
 /// call runs), the built-in tools cache, and the server's own executable.
 fn server_files(
-    config: &ServeConfig,
+    config: &Config,
     tools_dir: &std::path::Path,
 ) -> toolsrv_sandbox::view::ServerFiles {
     let mut secret = config.listen.clone().into_os_string();
@@ -69,7 +69,7 @@ fn server_files(
 /// registry, the executor, the process table and the bypass broker.
 pub struct Server {
     /// The validated configuration.
-    pub(crate) config: ServeConfig,
+    pub(crate) config: Config,
     /// The secret and token (`None` under `--no-auth`).
     pub(crate) auth: Option<Arc<SecretAuth>>,
     /// Start time, shown as mtime in stat entries.
@@ -101,7 +101,7 @@ pub struct Server {
 /// copy under `config.builtin_cache` (nothing left behind per run), else (or
 /// when that cannot be used) a temporary directory removed with the server.
 fn builtin_tools(
-    config: &ServeConfig,
+    config: &Config,
 ) -> std::io::Result<(std::path::PathBuf, Option<tempfile::TempDir>)> {
     if let Some(base) = &config.builtin_cache {
         match toolsrv_metadata::install_builtin(base) {
@@ -124,7 +124,7 @@ impl Server {
     /// A server for `config`. Fails only if the built-in tools cannot be
     /// written out (when the tools directory does not exist).
     pub fn new(
-        config: ServeConfig,
+        config: Config,
         policy: PolicyStore,
         watchdog: Option<Arc<crate::watchdog::Watchdog>>,
         containment: Arc<toolsrv_sandbox::contain::Containment>,

@@ -375,3 +375,50 @@ pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<b
         Ok(r > 0)
     }
 }
+
+/// `mallopt(M_MMAP_THRESHOLD, 2 MiB)`: blocks of 2 MiB and more are mapped on
+/// their own, so that the memory of a dismissed process's output (two such
+/// blocks) goes back to the system when it is freed. glibc's default
+/// threshold rises with every such block freed, after which they come from
+/// the heap, whose freed pages it keeps: the server's memory then stays at
+/// its high-water mark instead of following the retention budget (CONTRACT
+/// §12). Call while single-threaded.
+pub(crate) fn map_large_allocations() {
+    #[cfg(target_env = "gnu")]
+    // Safety: mallopt only changes a tuning parameter of the allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 2 << 20);
+    }
+}
+
+/// Overwrite with `x` the value of every entry of the process's environment
+/// block whose name starts with `prefix`: the bytes `/proc/<pid>/environ`
+/// shows. The entries stay (the caller removes them with
+/// `std::env::remove_var`).
+///
+/// # Safety
+///
+/// The process must be single-threaded: nothing else may read or change the
+/// environment meanwhile.
+pub(crate) unsafe fn blank_environ_values(prefix: &[u8]) {
+    extern "C" {
+        static mut environ: *const *mut libc::c_char;
+    }
+    // Safety: the caller guarantees no other thread touches the environment;
+    // we only overwrite bytes inside the NUL-terminated strings the
+    // environment array points to, never past their terminators.
+    unsafe {
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            let entry = *p;
+            let len = libc::strlen(entry);
+            let bytes = std::slice::from_raw_parts_mut(entry.cast::<u8>(), len);
+            if bytes.starts_with(prefix) {
+                if let Some(eq) = bytes.iter().position(|&b| b == b'=') {
+                    bytes[eq + 1..].fill(b'x');
+                }
+            }
+            p = p.add(1);
+        }
+    }
+}

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use toolsrv_server::Config;
 
 /// toolsrv: runs an AI agent's tools confined, observable and cancellable, served as
 /// a 9P2000 filesystem on a Unix socket. The same binary is the client.
@@ -91,34 +92,34 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
     /// A tool's timeout when neither its metadata nor the request sets one.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "120s")]
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = Config::DEFAULT_TIMEOUT)]
     pub default_timeout: Duration,
     /// Dismiss finished processes this long after they end.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "30m")]
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = Config::GC_AGE)]
     pub gc_age: Duration,
     /// Reject unresolved bypass requests after this long.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10m")]
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = Config::BYPASS_TIMEOUT)]
     pub bypass_timeout: Duration,
     /// With --idle-timeout: exit if no client connects within this long of startup.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "60s")]
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = Config::IDLE_GRACE)]
     pub idle_grace: Duration,
     /// The per-process output safety limit (bytes, or KiB/MiB/GiB).
-    #[arg(long, value_name = "BYTES", value_parser = size, default_value = "8MiB")]
+    #[arg(long, value_name = "BYTES", value_parser = size, default_value = Config::MAX_OUTPUT)]
     pub max_output: u64,
     /// Serve at most this many connections at once; beyond it a new connection is closed at once.
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = Config::MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
     /// Close a connection that has not attached within this long (0: never).
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = Config::AUTH_TIMEOUT)]
     pub auth_timeout: Duration,
     /// The output kept by all finished processes together (bytes, or KiB/MiB/GiB); the oldest finished are dismissed beyond it.
-    #[arg(long, value_name = "BYTES", value_parser = size, default_value = "128MiB")]
+    #[arg(long, value_name = "BYTES", value_parser = size, default_value = Config::MAX_FINISHED_OUTPUT)]
     pub max_finished_output: u64,
     /// Finished processes kept; the oldest finished are dismissed beyond it.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    #[arg(long, value_name = "N", default_value_t = Config::MAX_FINISHED)]
     pub max_finished: usize,
     /// Background processes one agent may have running (or awaiting approval) at once.
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = Config::MAX_BACKGROUND, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_background: u32,
     /// Test hook: pretend the kernel supports at most this Landlock ABI.
     #[arg(long, hide = true, value_name = "N")]

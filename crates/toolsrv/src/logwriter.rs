@@ -1,4 +1,4 @@
-//! Where the daemon's log goes: a writer that never fails.
+//! Where the daemon's log goes: [`init`], and a writer that never fails.
 //!
 //! A daemon must survive its log going away (`toolsrv serve 2>&1 | head -3`):
 //! tracing-subscriber reports a failed write with `eprintln!`, which panics on
@@ -48,3 +48,37 @@ macro_rules! say {
     }};
 }
 pub(crate) use say;
+
+/// Send the daemon's log to `file` (created 0600: the log names sockets,
+/// paths and commands of every run; an existing file keeps the mode its
+/// owner gave it), else to stderr; `RUST_LOG` filters it (default `info`).
+pub fn init(file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::os::unix::fs::OpenOptionsExt;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("--log {}: cannot open", path.display()))?;
+            builder
+                .with_ansi(false)
+                .with_writer(LogWriter::File(Arc::new(file)))
+                .init();
+        }
+        None => {
+            use std::io::IsTerminal;
+            // Colours only for a person reading a terminal, never in a pipe or a file.
+            builder
+                .with_ansi(io::stderr().is_terminal())
+                .with_writer(LogWriter::Stderr)
+                .init()
+        }
+    }
+    Ok(())
+}

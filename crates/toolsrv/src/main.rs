@@ -1,7 +1,7 @@
 //! `toolsrv`: the daemon (`serve`) and its client, in one binary.
 //!
 //! - [`cli`]: the command line (clap): global flags and every subcommand.
-//! - [`serve`]: `toolsrv serve`: configuration, logging, socket, signals.
+//! - [`serve`]: `toolsrv serve`: the flags into a `Config`, logging, then the `Daemon`.
 //! - [`client_cmd`]: the client subcommands, over the client library.
 //! - [`connect`]: which server the client commands talk to, and connecting to it.
 //! - [`mcp_cmd`]: `toolsrv mcp`: the MCP bridge (crate `toolsrv-mcp`).

@@ -56,3 +56,53 @@ pub fn default_tools_dir() -> PathBuf {
     }
     config_dir().join("tools")
 }
+
+/// What a path given on the command line must name.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    /// A directory.
+    Directory,
+    /// A regular file (or a link to one).
+    File,
+}
+
+/// `flag`'s value `p`, `~` expanded, which must exist as a `kind`; the error
+/// names the flag and the path, and says how to get the default instead
+/// (`to_default`).
+pub fn given(p: &Path, flag: &str, kind: Kind, to_default: &str) -> anyhow::Result<PathBuf> {
+    let p = expand_tilde(p);
+    let (is, name) = match kind {
+        Kind::Directory => (p.is_dir(), "directory"),
+        Kind::File => (p.is_file(), "file"),
+    };
+    if is {
+        return Ok(p);
+    }
+    if p.exists() {
+        anyhow::bail!("{flag} {}: not a {name}", p.display());
+    }
+    anyhow::bail!(
+        "{flag} {}: no such {name} (leave {flag} out {to_default})",
+        p.display()
+    )
+}
+
+/// `--cwd` (`~` expanded), else the current directory: canonical, and a
+/// directory.
+pub fn working_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let cwd = match given {
+        Some(p) => expand_tilde(p),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = std::fs::canonicalize(&cwd).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            anyhow::anyhow!("--cwd {}: no such directory", cwd.display())
+        }
+        _ => anyhow::anyhow!("--cwd {}: {e}", cwd.display()),
+    })?;
+    if !cwd.is_dir() {
+        anyhow::bail!("--cwd {}: not a directory", cwd.display());
+    }
+    Ok(cwd)
+}

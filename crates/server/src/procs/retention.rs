@@ -12,7 +12,7 @@ use super::Proc;
 /// strings, its channels), counted against [`Retention::max_output_bytes`].
 pub(crate) const ENTRY_OVERHEAD: u64 = 2048;
 
-/// Bounds on what finished processes keep.
+/// Bounds on what finished processes keep (defaults: [`crate::Config`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Retention {
     /// The memory kept by finished processes together, in bytes: their output
@@ -23,18 +23,6 @@ pub struct Retention {
     pub max_finished: usize,
     /// Running (or awaiting approval) background processes per agent.
     pub max_background_per_agent: usize,
-}
-
-/// Defaults: 128 MiB of finished output, 10,000 finished processes, 1,024
-/// running background processes per agent.
-impl Default for Retention {
-    fn default() -> Retention {
-        Retention {
-            max_output_bytes: 128 << 20,
-            max_finished: 10_000,
-            max_background_per_agent: 1024,
-        }
-    }
 }
 
 /// The processes by pid, and the finished ones in the order they ended.

@@ -15,7 +15,7 @@ use toolsrv_wire::{decode, encode_to_vec, Body, Frame, Stat, NOFID, NOTAG, ORDWR
 
 /// The settings a test may change before its server is built (the one
 /// name the tests use for the server's configuration type).
-pub(super) use crate::config::ServeConfig as Settings;
+pub(super) use crate::config::Config as Settings;
 use crate::server::Server;
 
 /// How long any one test may take before it fails.
@@ -94,9 +94,12 @@ impl Harness {
         for (name, text) in tools {
             write_tool(&tools_dir, name, text);
         }
-        let mut config = Settings::new(home.path().join("toolsrv.sock"), cwd.clone());
-        config.tools_dir = tools_dir.clone();
-        config.sandbox = home.path().join("sandbox.yaml");
+        let mut config = Settings::new(
+            home.path().join("toolsrv.sock"),
+            cwd.clone(),
+            tools_dir.clone(),
+            home.path().join("sandbox.yaml"),
+        );
         config.no_auth = true;
         configure(&mut config);
         let tools_dir = config.tools_dir.clone();

@@ -1,0 +1,118 @@
+//! The single-threaded start-up steps that fit the daemon to its host: the
+//! descriptor limit, the filesystem view, the `doctor` facts, the watchdog.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use toolsrv_sandbox::contain::{Containment, Mechanism};
+use toolsrv_sandbox::doctor::{Facts, Source};
+use toolsrv_sandbox::identity::Identity;
+use toolsrv_sandbox::view::Mechanism as View;
+
+use super::LOG_TARGET;
+use crate::config::Config;
+use crate::fdlimit::{raise_nofile, HEADROOM};
+use crate::watchdog::Watchdog;
+
+/// Raise the descriptor limit so that `--max-connections` fits (CONTRACT §12);
+/// where the hard limit does not allow it, serve fewer connections and say so.
+pub(super) fn fit_descriptor_limit(config: &mut Config) {
+    // The tools' own connections have a budget beside --max-connections.
+    let tools = crate::accept::DESCENDANT_CONNECTIONS as u64;
+    let want = config.max_connections as u64 + tools + HEADROOM;
+    match raise_nofile(want) {
+        Ok(soft) if soft < want => {
+            let fit = usize::try_from(soft.saturating_sub(HEADROOM + tools))
+                .unwrap_or(usize::MAX)
+                .max(1);
+            tracing::warn!(target: LOG_TARGET,
+                descriptor_limit = soft,
+                max_connections = config.max_connections,
+                serving = fit,
+                "the descriptor limit cannot be raised enough for --max-connections; serving fewer connections"
+            );
+            config.max_connections = fit;
+        }
+        Ok(soft) => {
+            tracing::debug!(target: LOG_TARGET, descriptor_limit = soft, "descriptor limit")
+        }
+        Err(e) => {
+            tracing::warn!(target: LOG_TARGET, error = %e, "cannot raise the descriptor limit")
+        }
+    }
+}
+
+/// How the filesystem is protected here: the prepared view, unless
+/// `TOOLSRV_VIEW=off` forces the fallback, the host cannot make a mount
+/// namespace, or runs enter their own user namespace (an unprivileged
+/// server without one of its own), whose children cannot join a namespace
+/// the server owns.
+pub(super) fn filesystem_mechanism(force: Option<&str>, containment: &Containment) -> View {
+    let probed = View::probe(force);
+    if probed.is_view() && containment.mechanism() == (Mechanism::PidNamespace { user: true }) {
+        return View::LandlockOnly(
+            "each run gets its own user namespace, from which the server's mount namespaces cannot be entered"
+                .to_string(),
+        );
+    }
+    probed
+}
+
+/// What this server confines its tools with (its `doctor` file): the
+/// filesystem view is probed with a throwaway thread (`unshare(CLONE_NEWNS)`).
+pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Containment) -> Facts {
+    let kernel = toolsrv_sandbox::confine::landlock_abi();
+    Facts {
+        source: Source::Server,
+        landlock_abi: config.landlock_abi_limit.map_or(kernel, |l| kernel.min(l)),
+        seccomp: toolsrv_sandbox::doctor::seccomp_available(),
+        containment: containment.enforcement(),
+        identity: id.mode(),
+        ids: (id.uid(), id.gid()),
+        identity_reason: id.reason().map(str::to_string),
+        filesystem_view: match &config.filesystem {
+            View::MountNamespace => Ok(()),
+            View::LandlockOnly(why) => Err(why.clone()),
+        },
+        unconfined: config.yolo,
+    }
+}
+
+/// Fork the watchdog (while single-threaded). In a PID namespace per run, it
+/// records each run's first process beside the socket, and kills what a dead
+/// server left there; not while a server answers on the socket (its runs are
+/// alive, and binding will fail). A socket passed by systemd is ours alone.
+/// Where it cannot start, the server runs without one and says so.
+pub(super) fn start_watchdog(
+    config: &Config,
+    containment: &Containment,
+    activated: bool,
+) -> Option<Arc<Watchdog>> {
+    let first_processes = matches!(containment.mechanism(), Mechanism::PidNamespace { .. });
+    let record = (first_processes && (activated || !socket_answers(&config.listen)))
+        .then(|| crate::leaders::record_path(&config.listen));
+    match Watchdog::start(
+        containment.instance_dirs(),
+        first_processes,
+        record.as_deref(),
+    ) {
+        Ok(w) => {
+            if w.survivors_killed() > 0 {
+                tracing::warn!(target: LOG_TARGET,
+                    killed = w.survivors_killed(),
+                    "killed the runs a dead server on this socket left"
+                );
+            }
+            Some(Arc::new(w))
+        }
+        Err(e) => {
+            tracing::error!(target: LOG_TARGET, error = %e, "cannot start the watchdog process; tools may outlive a killed server");
+            None
+        }
+    }
+}
+
+/// Whether a server listens on the socket `path` now.
+fn socket_answers(path: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
+}
