@@ -219,8 +219,8 @@ fn needed_features(rules: &ResolvedRules) -> Vec<Feature> {
     needed
 }
 
-/// A rule path's descriptor. The working directory's path is its opened
-/// descriptor (borrowed, never looked up again); a path with a recorded
+/// A rule path's descriptor. A path recorded as the working directory (its
+/// identity) is its opened descriptor (borrowed, never looked up again); a path with a recorded
 /// identity is opened without following symbolic links and must still be the
 /// file it was when resolved; any other path (rules built by hand) is opened
 /// as given.
@@ -228,8 +228,11 @@ fn open_rule<'a>(rules: &'a ResolvedRules, path: &Path) -> Result<RuleFd<'a>, Ru
     let Some(want) = rules.ids.get(path) else {
         return Ok(RuleFd::Path(PathFd::new(path)?));
     };
+    // A rule resolved to the working directory itself is that descriptor,
+    // whatever name the directory had when the rule was recorded (the kernel's
+    // path of a directory a tool is renaming can be a name it no longer has).
     if let Some(wd) = rules.workdir.as_deref() {
-        if wd.path() == path && wd.id() == *want {
+        if wd.id() == *want {
             return Ok(RuleFd::Borrowed(wd.fd()));
         }
     }
