@@ -197,7 +197,7 @@ pub fn existing_protected() -> Vec<PathBuf> {
             continue;
         };
         for entry in entries.flatten() {
-            if matches(&name, &entry.file_name().to_string_lossy()) {
+            if name_matches(&name, &entry.file_name().to_string_lossy()) {
                 out.extend(
                     std::fs::canonicalize(entry.path())
                         .ok()
@@ -217,7 +217,7 @@ fn readable(path: &Path) -> bool {
 }
 
 /// Whether `name` matches `pattern`, whose `*`s match any run of characters.
-fn matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn name_matches(pattern: &str, name: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = name.strip_prefix(first) else {
@@ -307,13 +307,13 @@ mod tests {
 
     #[test]
     fn patterns_match_like_a_shell_glob_in_one_component() {
-        assert!(matches("ssh_host_*_key", "ssh_host_ed25519_key"));
-        assert!(!matches("ssh_host_*_key", "ssh_host_ed25519_key.pub"));
-        assert!(!matches("ssh_host_*_key", "ssh_host_key"));
-        assert!(matches("shadow", "shadow"));
-        assert!(!matches("shadow", "shadow-"));
-        assert!(matches("a*b*c", "aXbYc"));
-        assert!(!matches("a*b*c", "aXc"));
+        assert!(name_matches("ssh_host_*_key", "ssh_host_ed25519_key"));
+        assert!(!name_matches("ssh_host_*_key", "ssh_host_ed25519_key.pub"));
+        assert!(!name_matches("ssh_host_*_key", "ssh_host_key"));
+        assert!(name_matches("shadow", "shadow"));
+        assert!(!name_matches("shadow", "shadow-"));
+        assert!(name_matches("a*b*c", "aXbYc"));
+        assert!(!name_matches("a*b*c", "aXc"));
     }
 
     #[test]

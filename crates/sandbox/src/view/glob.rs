@@ -111,25 +111,7 @@ fn subdirs(dir: &Path, budget: &mut usize, truncated: &mut bool) -> Vec<PathBuf>
         .collect()
 }
 
-/// Whether `name` matches `pattern`, whose `*`s match any run of characters.
-pub fn name_matches(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    let tail: Vec<&str> = parts.collect();
-    let Some((last, middle)) = tail.split_last() else {
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
+pub(crate) use crate::policy::name_matches;
 
 #[cfg(test)]
 mod tests {

@@ -89,21 +89,9 @@ pub struct ProtectedSet {
     pub incomplete: bool,
 }
 
-/// System credential files, hidden (`*` within the last name).
-const SYSTEM: &[&str] = &[
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/security/opasswd",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/ssh/ssh_host_*_key",
-    "/etc/ssl/private",
-    "/etc/krb5.keytab",
-    "/etc/wireguard",
-    "/etc/NetworkManager/system-connections",
-];
+/// System credential files, hidden (`*` within the last name): the same list
+/// the Landlock-only fallback carves.
+const SYSTEM: &[&str] = crate::policy::PROTECTED;
 
 /// Shell start-up files in `$HOME`, read-only; the files whose empty form is
 /// their absence first.
