@@ -15,7 +15,7 @@ mod sys;
 pub use error::PolicyError;
 pub use model::{Advanced, Filesystem, General, Network, Policy, Validation};
 pub use paths::PathContext;
-pub(crate) use protected::name_matches;
+pub(crate) use protected::{anchor, name_matches};
 pub use protected::{carved_paths, CREDENTIAL_STORES, PROTECTED, TOOLSRV_BINARIES, TOOLSRV_STATE};
 pub use store::{write_default, PolicyStore};
 

@@ -162,7 +162,7 @@ fn entry_location(q: &Path) -> Option<PathBuf> {
 
 /// The canonical form of `dir`; for a missing `dir`, the canonical form of its
 /// nearest existing ancestor joined with the missing rest.
-fn anchor(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn anchor(dir: &Path) -> Option<PathBuf> {
     let mut missing = Vec::new();
     let mut cur = dir;
     loop {

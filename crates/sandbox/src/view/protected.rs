@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::glob::Glob;
 use crate::open::{identify, open_no_symlinks, FileId};
-use crate::policy::{PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};
+use crate::policy::{anchor, PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};
 
 /// What a view does to a protected path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -306,21 +306,6 @@ fn credential_shape(p: &Path) -> Shape {
         Shape::File
     } else {
         Shape::Dir
-    }
-}
-
-/// The canonical form of `p`'s nearest existing ancestor joined with the
-/// missing rest.
-fn anchor(p: &Path) -> Option<PathBuf> {
-    let mut missing = Vec::new();
-    let mut cur = p;
-    loop {
-        if let Ok(mut c) = std::fs::canonicalize(cur) {
-            c.extend(missing.iter().rev());
-            return Some(c);
-        }
-        missing.push(cur.file_name()?);
-        cur = cur.parent()?;
     }
 }
 
