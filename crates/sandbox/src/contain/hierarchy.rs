@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use super::cleanup::remove_stale;
 use super::mounts::{self, Hierarchy};
 use super::pool::Pool;
-use super::{sys, Enforcement, Mechanism};
+use super::{sys, Enforcement};
 
 /// The hierarchies in use and the server's instance directory in each.
 pub(super) struct Cgroups {
@@ -106,21 +106,13 @@ impl Cgroups {
                 .as_ref()
                 .map(|d| format!("v1 memory.limit_in_bytes ({})", d.display()))
         };
-        let cpu = if self.v2.is_some() {
-            "v2 cpu.stat and RLIMIT_CPU"
-        } else if self.cpuacct.is_some() {
-            "v1 cpuacct.usage and RLIMIT_CPU"
-        } else {
-            "RLIMIT_CPU per process"
-        };
-        Enforcement {
-            mechanism: Mechanism::Cgroup.name(),
+        Enforcement::cgroup(
             grouping,
             processes,
             memory,
-            cpu: cpu.to_string(),
-            file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".to_string(),
-        }
+            self.v2.is_some(),
+            self.cpuacct.is_some(),
+        )
     }
 
     /// The startup log's line: [`Cgroups::enforcement`] in words.

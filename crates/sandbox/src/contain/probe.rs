@@ -25,6 +25,35 @@ pub struct Enforcement {
     pub file_size_and_open_files: String,
 }
 
+impl Enforcement {
+    /// What cgroups enforce, given how `processes` and `memory` are limited
+    /// and which hierarchy accounts CPU time (the v2 group's `cpu.stat`, else
+    /// v1 `cpuacct`): one wording for the probe and the running server.
+    pub(crate) fn cgroup(
+        grouping: String,
+        processes: Option<String>,
+        memory: Option<String>,
+        v2: bool,
+        cpuacct: bool,
+    ) -> Enforcement {
+        let cpu = if v2 {
+            "v2 cpu.stat and RLIMIT_CPU"
+        } else if cpuacct {
+            "v1 cpuacct.usage and RLIMIT_CPU"
+        } else {
+            "RLIMIT_CPU per process"
+        };
+        Enforcement {
+            mechanism: Mechanism::Cgroup.name(),
+            grouping,
+            processes,
+            memory,
+            cpu: cpu.to_string(),
+            file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".to_string(),
+        }
+    }
+}
+
 impl Mechanism {
     /// The stable name of the mechanism (`toolsrv doctor --json`).
     pub fn name(self) -> &'static str {
@@ -113,19 +142,11 @@ pub fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforcement {
     } else {
         memory_v1.map(|h| format!("v1 memory.limit_in_bytes ({})", h.own_dir.display()))
     };
-    let cpu = if v2.is_some() {
-        "v2 cpu.stat and RLIMIT_CPU"
-    } else if v1("cpuacct").is_some() {
-        "v1 cpuacct.usage and RLIMIT_CPU"
-    } else {
-        "RLIMIT_CPU per process"
-    };
-    Enforcement {
-        mechanism: Mechanism::Cgroup.name(),
+    Enforcement::cgroup(
         grouping,
         processes,
         memory,
-        cpu: cpu.to_string(),
-        file_size_and_open_files: "RLIMIT_FSIZE, RLIMIT_NOFILE".to_string(),
-    }
+        v2.is_some(),
+        v1("cpuacct").is_some(),
+    )
 }
