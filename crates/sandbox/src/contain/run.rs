@@ -101,6 +101,14 @@ impl Run {
         }
     }
 
+    /// Whether the run's group was found empty (`cgroup.events` said
+    /// `populated 0` at [`Run::kill`]): no process the run started is alive,
+    /// and nothing can join the group again (only the server starts
+    /// processes in it), so there is nothing left to signal by process group.
+    pub fn known_empty(&self) -> bool {
+        self.group.as_ref().is_some_and(|g| g.known_empty)
+    }
+
     /// CPU time the whole run used so far, where the host can tell.
     pub fn cpu_used(&mut self) -> Option<Duration> {
         self.group.as_mut()?.cpu_used()

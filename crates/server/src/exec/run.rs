@@ -5,6 +5,7 @@ use std::future::Future;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -39,6 +40,9 @@ pub(crate) enum RunError {
     /// The child's pidfd could not be watched.
     #[error("cannot watch the process: {0}")]
     Watch(#[source] std::io::Error),
+    /// The output pipe could not be watched.
+    #[error("cannot watch the output pipe: {0}")]
+    WatchPipe(#[source] std::io::Error),
     /// The child could not be reaped.
     #[error("cannot reap the process")]
     Reap,
@@ -155,7 +159,8 @@ async fn cpu_spent(run: &mut Run, limit: Duration) {
 impl Executor {
     /// Run a prepared request as `proc` to its end. Records the final state.
     pub(crate) async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
-        let (state, code) = match self.run_inner(proc, prep).await {
+        let mut leftovers = Leftovers::default();
+        let (state, code) = match self.run_inner(proc, prep, &mut leftovers).await {
             Ok(r) => r,
             Err(e) => {
                 proc.output.push(e.to_string().as_bytes());
@@ -163,11 +168,14 @@ impl Executor {
             }
         };
         proc.finish(state, code);
-        // Written from a task of its own, which runs once this one yields: a
-        // sync call's result goes out first (formatting and writing the line
-        // took about 12 µs of each call's round trip).
+        // The log line is written and the run's descriptors are closed from a
+        // task of its own, which runs once this one yields: a sync call's
+        // result goes out first. (Formatting and writing the line took about
+        // 12 µs of each call's round trip; deregistering and closing the pipe
+        // and the pidfd, and freeing the pipe, about 10 µs.)
         let proc = proc.clone();
         tokio::spawn(async move {
+            drop(leftovers);
             tracing::info!(
                 pid = proc.pid,
                 agent = %proc.spec.agent,
@@ -180,29 +188,42 @@ impl Executor {
     }
 
     /// The four phases of a run: start the tool, watch for its exit,
-    /// supervise it to its end, then reap it and record how it ended.
+    /// supervise it to its end, then reap it and record how it ended. What
+    /// is only to be closed once the run ended goes to `left`.
     async fn run_inner(
         &self,
         proc: &Arc<Proc>,
         prep: &Prepared,
+        left: &mut Leftovers,
     ) -> Result<(ProcState, i32), RunError> {
-        let (mut run, mut child, output) = self.start_tool(proc, prep)?;
-        // Safety: `pidfd` is declared after `child`, so it is dropped (and
-        // deregistered) before the child closes the descriptor.
-        let pidfd = unsafe { self.watch_exit(&mut run, &mut child) }?;
-        let end = supervise(proc, prep, &mut run, &child, &pidfd, output).await;
-        self.reap_and_record(proc, run, &mut child, end)
+        let (mut run, child, output) = self.start_tool(proc, prep)?;
+        let child = left.child.insert(child);
+        // Safety: `Leftovers` drops its pidfd watch before its child, which
+        // owns (and closes) the descriptor.
+        let pidfd = left
+            .pidfd
+            .insert(unsafe { self.watch_exit(&mut run, child) }?);
+        let end = supervise(proc, prep, &mut run, child, pidfd, output, &mut left.pipe).await;
+        self.reap_and_record(proc, run, child, end)
     }
 
     /// Phase 1: the output pipe, the run's kernel group, the spawn; logs the
-    /// start. The run's containment, its child, and the output's read end.
+    /// start. The run's containment, its child, and both ends of the output
+    /// pipe (see [`Output`]).
     fn start_tool(
         &self,
         proc: &Arc<Proc>,
         prep: &Prepared,
-    ) -> Result<(Run, Child, OwnedFd), RunError> {
+    ) -> Result<(Run, Child, Output), RunError> {
         let (program, argv, envp, cwd) = prep.c_strings()?;
         let (rd, wr) = pipe().map_err(RunError::Pipe)?;
+        // Registered before the spawn: the child starts (on this CPU, as a
+        // rule) once this thread waits, and this is one thing less between.
+        // Safety: the AsyncFd takes ownership of `rd`, so the descriptor
+        // stays open and unchanged for the AsyncFd's lifetime.
+        let rd = unsafe { AsyncFd::register_with_interest(rd, tokio::io::Interest::READABLE) }
+            .map_err(|e| RunError::WatchPipe(e.into()))?;
+        let wr = Arc::new(wr);
         let mut run = self.containment.run(prep.limits).map_err(RunError::Group)?;
         let join = run.join().map_err(RunError::Join)?;
         let job = Job {
@@ -211,7 +232,7 @@ impl Executor {
             envp,
             cwd,
             workdir: prep.workdir.clone(),
-            output: wr,
+            output: wr.clone(),
             confinement: prep.confinement.clone(),
             join,
             view: prep.view.clone(),
@@ -234,7 +255,14 @@ impl Executor {
         } else {
             started!(debug);
         }
-        Ok((run, child, rd))
+        Ok((
+            run,
+            child,
+            Output {
+                read: rd,
+                write: wr,
+            },
+        ))
     }
 
     /// Phase 2: the child's pidfd, registered with the runtime to wake the
@@ -327,6 +355,30 @@ impl Executor {
     }
 }
 
+/// Both ends of a run's output pipe, as the server holds them.
+///
+/// The server keeps the write end until the tool has exited: the tool's exit
+/// closing its copy then never ends the pipe on its own, so the run wakes once
+/// at the exit (its pidfd), not once for the pipe's end of file and again for
+/// the exit a few microseconds later (the kernel closes a process's files
+/// before it reports the exit). Dropping the write end afterwards makes the
+/// end of file immediate unless a descendant still holds the pipe.
+struct Output {
+    read: AsyncFd<OwnedFd>,
+    write: Arc<OwnedFd>,
+}
+
+/// What a run closes only after its result went out: the pidfd's watch, the
+/// child (its pidfd, and the memory it read until it exec'd) and the output
+/// pipe's read end. Fields drop in this order: the watch borrows the child's
+/// descriptor.
+#[derive(Default)]
+struct Leftovers {
+    pidfd: Option<AsyncFd<PidfdWatch>>,
+    child: Option<Child>,
+    pipe: Option<AsyncFd<OwnedFd>>,
+}
+
 /// Phase 3: pumps the output while waiting for the tool's exit, its
 /// cancellation, its timeout or its CPU limit; escalates SIGTERM to SIGKILL
 /// where it has to; gives descendants holding the output pipe a moment; then
@@ -338,12 +390,15 @@ async fn supervise(
     run: &mut Run,
     child: &Child,
     pidfd: &AsyncFd<PidfdWatch>,
-    output: OwnedFd,
+    output: Output,
+    pipe: &mut Option<AsyncFd<OwnedFd>>,
 ) -> End {
+    let Output { read, write } = output;
+    let read = &*pipe.insert(read);
     // The output is pumped by this task, alongside every wait below (no
     // task of its own: the tool's exit and its pipe's end of file then
     // wake one task, once).
-    let mut pump = Pump::new(pump(output, proc));
+    let mut pump = Pump::new(pump(read, proc));
     let cpu_limit = prep.limits.cpu;
     let end = pump
         .alongside(async {
@@ -370,9 +425,10 @@ async fn supervise(
             pump.alongside(exited(pidfd)).await;
         }
     }
-    // The tool has exited (not yet reaped). Give descendants that still hold
-    // the output pipe a moment, then kill whatever is left of the run: its
-    // whole group, however its processes detached.
+    // The tool has exited (not yet reaped): the pipe ends once no one else
+    // holds it. Give descendants that still do a moment, then kill whatever
+    // is left of the run: its whole group, however its processes detached.
+    drop(write);
     if !pump.finish_within(DRAIN_GRACE).await {
         run.kill();
         let _ = child.signal_group(libc::SIGKILL);
@@ -380,7 +436,11 @@ async fn supervise(
         pump.finish_within(Duration::from_secs(1)).await;
     } else {
         run.kill();
-        let _ = child.signal_group(libc::SIGKILL);
+        // A group the kernel reports empty has nothing left to signal (two
+        // system calls per run saved).
+        if !run.known_empty() {
+            let _ = child.signal_group(libc::SIGKILL);
+        }
     }
     end
 }
@@ -429,8 +489,14 @@ impl<F: Future<Output = ()>> Pump<F> {
     }
 
     /// Run the pump to the pipe's end of file for at most `limit`; whether it
-    /// got there.
+    /// got there. The pump is polled once before a timer is armed: the end of
+    /// file is usually there already.
     async fn finish_within(&mut self, limit: Duration) -> bool {
+        if !self.done {
+            let fut = &mut self.fut;
+            self.done =
+                std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_ready())).await;
+        }
         if !self.done && tokio::time::timeout(limit, self.fut.as_mut()).await.is_ok() {
             self.done = true;
         }
@@ -443,20 +509,14 @@ impl<F: Future<Output = ()>> Pump<F> {
 /// The read end (read without waiting by [`read_pipe`]) is watched with `AsyncFd`
 /// directly: `tokio::net::unix::pipe::Receiver` would first check it with an
 /// `fstat` and an `F_GETFL`, two system calls per run.
-async fn pump(rd: OwnedFd, proc: &Proc) {
-    // Safety: the AsyncFd takes ownership of `rd`, so the descriptor stays
-    // open and unchanged for the AsyncFd's lifetime.
-    let Ok(rx) = (unsafe { AsyncFd::register_with_interest(rd, tokio::io::Interest::READABLE) })
-    else {
-        return;
-    };
+async fn pump(rx: &AsyncFd<OwnedFd>, proc: &Proc) {
     // Start small (most tools print little) and grow up to the pipe's size
     // when reads fill the buffer; spare capacity is never zeroed.
     let mut buf = Vec::with_capacity(PUMP_START);
     let mut grown = false;
     loop {
         buf.clear();
-        match read_some(&rx, &mut buf).await {
+        match read_some(rx, &mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 proc.output.push_paced(&buf).await;

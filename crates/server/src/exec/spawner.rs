@@ -39,8 +39,9 @@ pub(crate) struct Job {
     pub(crate) cwd: CString,
     /// The working directory, opened: the child `fchdir`s to it.
     pub(crate) workdir: Arc<WorkDir>,
-    /// Write end of the output pipe; closed in the parent right after the spawn.
-    pub(crate) output: OwnedFd,
+    /// Write end of the output pipe. The run keeps its own reference until
+    /// the tool has exited (see `exec::run`), so the spawner's is not the last.
+    pub(crate) output: Arc<OwnedFd>,
     /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
     pub(crate) confinement: Option<Arc<Confinement>>,
     /// How the child joins its run's group and takes its limits.
@@ -68,7 +69,7 @@ impl Spawner {
     }
 
     /// Start `job` now, on this thread, without waiting for its `execve`. The
-    /// pipe's write end is closed on return.
+    /// job's reference to the pipe's write end is dropped on return.
     pub(crate) fn spawn(&self, job: Job) -> Result<Child, SpawnError> {
         use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
         if job.confinement.is_some() {
@@ -95,7 +96,7 @@ impl Spawner {
             cwd: &job.cwd,
             cwd_fd: Some(job.workdir.fd()),
             mount_ns: job.view.as_deref().map(toolsrv_sandbox::view::View::ns),
-            output: std::os::fd::AsFd::as_fd(&job.output),
+            output: std::os::fd::AsFd::as_fd(&*job.output),
             confinement: job.confinement.as_deref(),
             join: job.join,
         };
