@@ -219,10 +219,20 @@ impl ProtectedSet {
         set.finish()
     }
 
-    /// The entry that `path` (canonical) is or lies in, if any: a request's
-    /// `cwd` there is refused.
+    /// The entry that `path` (canonical) is or lies in, if any (the
+    /// outermost when several are): a request's `cwd` there is refused.
+    ///
+    /// Each of the path's ancestors is looked up in the sorted entries (a few
+    /// binary searches): a root server's set holds thousands of masked
+    /// root-only files, and comparing the path with each of them took about
+    /// 4 µs of every sandboxed call.
     pub fn covering(&self, path: &Path) -> Option<&Entry> {
-        self.entries.iter().find(|e| path.starts_with(&e.path))
+        let mut ancestors: Vec<&Path> = path.ancestors().collect();
+        ancestors.reverse();
+        ancestors.into_iter().find_map(|a| {
+            let i = self.entries.partition_point(|e| e.path.as_path() < a);
+            self.entries.get(i).filter(|e| e.path == a)
+        })
     }
 }
 
@@ -441,5 +451,34 @@ mod tests {
         assert_eq!(get(&h.join(".mcp.json")).unwrap().shape, Shape::File);
         assert!(set.covering(&h.join(".ssh/keys")).is_some());
         assert!(set.covering(&h.join("src")).is_none());
+    }
+
+    #[test]
+    fn covering_finds_the_outermost_entry_a_path_lies_in_by_whole_names() {
+        let entry = |p: &str, kind| Entry {
+            path: PathBuf::from(p),
+            kind,
+            shape: Shape::Dir,
+            id: None,
+        };
+        let mut entries = vec![
+            entry("/a/b", Kind::ReadOnly),
+            entry("/a/b/c", Kind::Hidden),
+            entry("/a/bc", Kind::Hidden),
+            entry("/z", Kind::Hidden),
+        ];
+        entries.sort();
+        let set = ProtectedSet {
+            entries,
+            ..ProtectedSet::default()
+        };
+        let covering = |p: &str| set.covering(Path::new(p)).map(|e| e.path.clone());
+        assert_eq!(covering("/a/b/c/d"), Some(PathBuf::from("/a/b")));
+        assert_eq!(covering("/a/b"), Some(PathBuf::from("/a/b")));
+        assert_eq!(covering("/a/bc/x"), Some(PathBuf::from("/a/bc")));
+        assert_eq!(covering("/a/bcd"), None, "a longer name is not inside");
+        assert_eq!(covering("/a"), None, "an ancestor is not inside");
+        assert_eq!(covering("/y/z"), None);
+        assert_eq!(covering("/z"), Some(PathBuf::from("/z")));
     }
 }

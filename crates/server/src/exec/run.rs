@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
@@ -398,7 +399,8 @@ async fn supervise(
     // The output is pumped by this task, alongside every wait below (no
     // task of its own: the tool's exit and its pipe's end of file then
     // wake one task, once).
-    let mut pump = Pump::new(pump(read, proc));
+    let writer_closed = AtomicBool::new(false);
+    let mut pump = Pump::new(pump(read, proc, &writer_closed));
     let cpu_limit = prep.limits.cpu;
     let end = pump
         .alongside(async {
@@ -429,6 +431,7 @@ async fn supervise(
     // holds it. Give descendants that still do a moment, then kill whatever
     // is left of the run: its whole group, however its processes detached.
     drop(write);
+    writer_closed.store(true, Ordering::Relaxed);
     if !pump.finish_within(DRAIN_GRACE).await {
         run.kill();
         let _ = child.signal_group(libc::SIGKILL);
@@ -509,14 +512,14 @@ impl<F: Future<Output = ()>> Pump<F> {
 /// The read end (read without waiting by [`read_pipe`]) is watched with `AsyncFd`
 /// directly: `tokio::net::unix::pipe::Receiver` would first check it with an
 /// `fstat` and an `F_GETFL`, two system calls per run.
-async fn pump(rx: &AsyncFd<OwnedFd>, proc: &Proc) {
+async fn pump(rx: &AsyncFd<OwnedFd>, proc: &Proc, writer_closed: &AtomicBool) {
     // Start small (most tools print little) and grow up to the pipe's size
     // when reads fill the buffer; spare capacity is never zeroed.
     let mut buf = Vec::with_capacity(PUMP_START);
     let mut grown = false;
     loop {
         buf.clear();
-        match read_some(rx, &mut buf).await {
+        match read_some(rx, &mut buf, writer_closed).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 proc.output.push_paced(&buf).await;
@@ -534,20 +537,47 @@ async fn pump(rx: &AsyncFd<OwnedFd>, proc: &Proc) {
 
 /// Read what the pipe holds into `buf`'s spare capacity (at least one byte
 /// of room); 0 at end of file.
-async fn read_some(rx: &AsyncFd<OwnedFd>, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    loop {
-        let mut guard = rx.readable().await?;
+///
+/// Once `writer_closed` is set (the server dropped its write end after the
+/// tool exited), the pipe is read at once, without waiting for the runtime's
+/// poller to report it readable: the end of file is usually there already,
+/// and that spares a turn of the poller (an `epoll_wait`) per run. The flag
+/// is cleared when such a read would block (a descendant holds the pipe).
+async fn read_some(
+    rx: &AsyncFd<OwnedFd>,
+    buf: &mut Vec<u8>,
+    writer_closed: &AtomicBool,
+) -> std::io::Result<usize> {
+    std::future::poll_fn(|cx| loop {
         let spare = buf.spare_capacity_mut();
-        let result = guard.try_io(|fd| read_pipe(fd.get_ref().as_fd(), spare));
+        let result = if writer_closed.load(Ordering::Relaxed) {
+            match read_pipe(rx.get_ref().as_fd(), spare) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    writer_closed.store(false, Ordering::Relaxed);
+                    continue;
+                }
+                r => r,
+            }
+        } else {
+            let mut guard = match rx.poll_read_ready(cx) {
+                Poll::Ready(Ok(g)) => g,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match guard.try_io(|fd| read_pipe(fd.get_ref().as_fd(), spare)) {
+                Ok(r) => r,
+                Err(_would_block) => continue,
+            }
+        };
         match result {
-            Ok(Ok(n)) => {
+            Ok(n) => {
                 // Safety: the kernel initialised the first `n` spare bytes.
                 unsafe { buf.set_len(buf.len() + n) };
-                return Ok(n);
+                return Poll::Ready(Ok(n));
             }
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_would_block) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Poll::Ready(Err(e)),
         }
-    }
+    })
+    .await
 }
