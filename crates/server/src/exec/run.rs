@@ -170,12 +170,16 @@ impl Executor {
         };
         proc.finish(state, code);
         // The log line is written and the run's descriptors are closed from a
-        // task of its own, which runs once this one yields: a sync call's
-        // result goes out first. (Formatting and writing the line took about
-        // 12 µs of each call's round trip; deregistering and closing the pipe
-        // and the pidfd, and freeing the pipe, about 10 µs.)
+        // task of its own, after a sync call's result went out: formatting
+        // and writing the line took about 12 µs of each call's round trip,
+        // deregistering and closing the pipe and the pidfd (and freeing the
+        // pipe) about 10 µs. The task yields first: a task spawned here runs
+        // before the reading task this one's end wakes (the single-thread
+        // runtime's queue is first in, first out), while a yielded one runs
+        // once the runtime has nothing else to do.
         let proc = proc.clone();
         tokio::spawn(async move {
+            tokio::task::yield_now().await;
             drop(leftovers);
             tracing::info!(
                 pid = proc.pid,
