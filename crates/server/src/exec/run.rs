@@ -443,9 +443,12 @@ async fn supervise(
         pump.finish_within(Duration::from_secs(1)).await;
     } else {
         run.kill();
-        // A group the kernel reports empty has nothing left to signal (two
-        // system calls per run saved).
-        if !run.known_empty() {
+        // A confined run whose group the kernel reports empty has nothing
+        // left to signal: its processes cannot move out of the group (that
+        // takes a writable cgroup file, which no policy grants by default).
+        // An unconfined one's can (a root `--yolo` tool): the process group
+        // is signalled too. Two system calls per confined run saved.
+        if !(run.known_empty() && prep.confinement.is_some()) {
             let _ = child.signal_group(libc::SIGKILL);
         }
     }
