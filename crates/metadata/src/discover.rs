@@ -80,9 +80,11 @@ impl Catalog {
 
     /// Every tool available on this host, sorted by name.
     ///
-    /// Bad tool files are skipped (logged with a warning naming the file
-    /// and the reason when first parsed); tools without a variant for this
-    /// host are left out. A missing or unreadable directory lists nothing.
+    /// A tool whose file is bad is listed with an empty description and its
+    /// error, `<file>: <reason>` (CONTRACT §4; also logged with a warning
+    /// when first parsed), so that `toolsrv all` shows what to fix; tools
+    /// without a variant for this host are left out. A missing or unreadable
+    /// directory lists nothing.
     pub fn all(&self) -> Vec<ToolSummary> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
@@ -136,8 +138,14 @@ impl Catalog {
         }
         let mut out = Vec::with_capacity(found.len());
         for (files, stamp) in found.values() {
-            if let Ok(Some(tool)) = &*self.load(files, *stamp) {
-                out.push(tool.summary());
+            match &*self.load(files, *stamp) {
+                Ok(Some(tool)) => out.push(tool.summary()),
+                Ok(None) | Err(MetaError::NoVariant { .. }) => {}
+                Err(e) => out.push(ToolSummary {
+                    name: files.name.clone(),
+                    description: String::new(),
+                    error: Some(e.to_string()),
+                }),
             }
         }
         self.cache

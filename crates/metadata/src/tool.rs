@@ -88,6 +88,7 @@ impl Tool {
         ToolSummary {
             name: self.name.clone(),
             description: self.description.clone(),
+            error: None,
         }
     }
 }

@@ -71,17 +71,23 @@ fn dotfiles_backups_and_subdirectories_are_ignored() {
 }
 
 #[test]
-fn bad_files_are_skipped_but_resolve_reports_them() {
+fn bad_files_are_listed_with_their_error_and_resolve_reports_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     plain(dir.path(), "good.yaml", "command: echo ok\n");
     let bad = plain(dir.path(), "bad.yaml", "command: echo\nnope: 1\n");
     let cat = linux(dir.path());
-    assert_eq!(names(&cat), vec!["good"]);
+    assert_eq!(names(&cat), vec!["bad", "good"]);
     let e = cat.resolve("bad").expect_err("bad").to_string();
     assert!(
         e.starts_with(&format!("{}:2: unknown field \"nope\"", bad.display())),
         "{e}"
     );
+    let all = cat.all();
+    assert_eq!(
+        (all[0].description.as_str(), all[0].error.as_deref()),
+        ("", Some(e.as_str()))
+    );
+    assert_eq!(all[1].error, None);
     assert_eq!(
         cat.resolve("missing").expect_err("missing").to_string(),
         "unknown tool \"missing\""

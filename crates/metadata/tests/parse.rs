@@ -173,7 +173,11 @@ fn err_of(file: &str, text: &str, script: bool) -> (String, std::path::PathBuf) 
     let name = file.trim_end_matches(".yaml");
     let cat = linux(dir.path());
     let e = cat.resolve(name).expect_err("bad metadata");
-    assert!(cat.all().is_empty(), "a bad tool must be skipped from all");
+    // CONTRACT §4: `all` lists a bad tool file with its error.
+    let all = cat.all();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].name, name);
+    assert_eq!(all[0].error.as_deref(), Some(e.to_string().as_str()));
     (e.to_string(), path)
 }
 

@@ -14,13 +14,19 @@ pub struct ToolInfo {
     pub input_schema: serde_json::Value,
 }
 
-/// An available tool as listed by `all`: `{"name","description"}`.
+/// An available tool as listed by `all`: `{"name","description"}`, and for
+/// a tool file that fails to parse `{"name","description":"","error"}`
+/// (CONTRACT §4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolSummary {
     /// The tool name.
     pub name: String,
-    /// What the tool does.
+    /// What the tool does (empty for a broken tool file).
     pub description: String,
+    /// Why the tool's file cannot be used: `<file>: <reason>`. Absent for a
+    /// good tool; `load` of a broken one fails with the same reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[cfg(test)]
@@ -48,8 +54,25 @@ mod tests {
         let s = ToolSummary {
             name: "shell".into(),
             description: "run a command".into(),
+            error: None,
         };
         let json = serde_json::to_string(&s).unwrap_or_default();
         assert_eq!(json, r#"{"name":"shell","description":"run a command"}"#);
+    }
+
+    #[test]
+    fn a_broken_tool_file_is_summarised_with_its_error() {
+        let s = ToolSummary {
+            name: "bad".into(),
+            description: String::new(),
+            error: Some("/t/bad.yaml:2: unknown key \"bogus\"".into()),
+        };
+        let json = serde_json::to_string(&s).unwrap_or_default();
+        assert_eq!(
+            json,
+            r#"{"name":"bad","description":"","error":"/t/bad.yaml:2: unknown key \"bogus\""}"#
+        );
+        let back: Result<ToolSummary, _> = serde_json::from_str(&json);
+        assert_eq!(back.ok(), Some(s));
     }
 }

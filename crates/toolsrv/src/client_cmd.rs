@@ -108,7 +108,9 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         }
         Command::All => {
             let data = client.read_file("all").await?;
-            print_json(global, &data, |v| table(v, &["name", "description"]))?;
+            print_json(global, &data, |v| {
+                table(&broken_tools_said(v), &["name", "description"])
+            })?;
         }
         Command::Tools { agent } => {
             let data = client.transact("tools", agent.as_bytes()).await?;
@@ -212,6 +214,20 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
 }
 
 /// A JSON array of objects as an aligned table of `cols` (the last column is not padded).
+/// `all` for the table: a broken tool file's row says its error where the
+/// description would be (`error: <file>: <reason>`).
+fn broken_tools_said(v: &serde_json::Value) -> serde_json::Value {
+    let mut v = v.clone();
+    if let Some(rows) = v.as_array_mut() {
+        for row in rows {
+            if let Some(e) = row.get("error").and_then(|e| e.as_str()).map(str::to_owned) {
+                row["description"] = serde_json::Value::String(format!("error: {e}"));
+            }
+        }
+    }
+    v
+}
+
 fn table(v: &serde_json::Value, cols: &[&str]) -> String {
     let rows: Vec<Vec<String>> = v
         .as_array()

@@ -101,20 +101,60 @@ fn names(v: &serde_json::Value) -> Vec<String> {
 }
 
 #[test]
-fn all_lists_every_shape_sorted_and_skips_noise_and_bad_files() {
+fn all_lists_every_shape_sorted_skips_noise_and_names_bad_files_with_their_error() {
     let srv = server_with_tools();
     let mut c = srv.attached();
     let all = c.json("all");
-    assert_eq!(names(&all), ["both", "greet", "interp", "wc_lines"]);
     assert_eq!(
-        all[3],
+        names(&all),
+        ["both", "broken", "greet", "interp", "wc_lines"]
+    );
+    assert_eq!(
+        all[4],
         json!({"name": "wc_lines", "description": "Count lines in a file"})
     );
     assert_eq!(all[0]["description"], "from the sidecar");
+    let broken = &all[1];
+    assert_eq!(broken["description"], "");
+    let error = broken["error"].as_str().expect("the broken file's error");
+    assert!(
+        error.contains("broken.yaml") && error.contains("descripton"),
+        "{error}"
+    );
     assert!(
         srv.log_text().contains("broken.yaml"),
         "bad file not logged"
     );
+}
+
+/// `toolsrv all` shows a broken tool file's error in its row, in place of a
+/// description; `--json` prints the file's JSON as the server sent it.
+#[test]
+fn the_all_command_shows_a_broken_tool_files_error() {
+    let srv = server_with_tools();
+    let out = crate::util::cli(&srv.socket)
+        .arg("all")
+        .output()
+        .expect("run the client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("broken "))
+        .unwrap_or_else(|| panic!("no row for the broken file:\n{text}"));
+    assert!(
+        row.contains("error: ") && row.contains("broken.yaml"),
+        "{row}"
+    );
+    let out = crate::util::cli(&srv.socket)
+        .args(["--json", "all"])
+        .output()
+        .expect("run the client");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(all[1]["name"], "broken");
+    assert!(all[1]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("broken.yaml")));
 }
 
 #[test]

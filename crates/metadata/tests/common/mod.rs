@@ -42,6 +42,11 @@ pub fn obj(v: Value) -> Map<String, Value> {
 
 /// Spawns the invocation in `cwd` with a clean environment plus its env
 /// and PATH, and waits for it.
+///
+/// A spawn refused with `ETXTBSY` is tried again (at most 100 times): the
+/// tests run in parallel threads, and a script another test has just
+/// written can be held open for writing for a moment by a child of a third
+/// test forked before its `execve` closed that descriptor.
 pub fn run(inv: &Invocation, cwd: &Path) -> Output {
     let mut cmd = Command::new(&inv.program);
     cmd.args(&inv.argv[1..])
@@ -49,7 +54,16 @@ pub fn run(inv: &Invocation, cwd: &Path) -> Output {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .envs(inv.env.iter().map(|(k, v)| (k, v)));
-    cmd.output().expect("spawn tool")
+    let mut attempts = 0;
+    loop {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempts < 100 => {
+                attempts += 1;
+                std::thread::yield_now();
+            }
+            r => return r.expect("spawn tool"),
+        }
+    }
 }
 
 /// stdout + stderr as text.

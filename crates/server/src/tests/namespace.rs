@@ -152,10 +152,11 @@ async fn all_lists_the_tools_sorted_with_their_descriptions() {
     .await
 }
 
-/// The served behaviour (section 1 of CONTRACT.md); section 4 asks for the
-/// broken file to be listed with its error instead.
+/// CONTRACT §4 (which supersedes the "skipped from `all`" of section 1):
+/// the broken file is listed with an empty description and its error, and
+/// `load` of it fails with the same reason.
 #[tokio::test]
-async fn all_leaves_out_a_broken_tool_file_and_load_names_its_reason() {
+async fn all_lists_a_broken_tool_file_with_its_error_and_load_names_its_reason() {
     bounded(async {
         let h = Harness::yolo(&[
             ECHO,
@@ -166,12 +167,21 @@ async fn all_leaves_out_a_broken_tool_file_and_load_names_its_reason() {
         ]);
         let mut c = h.connect().await;
         let all = c.read_file("all").await.expect("all");
+        let all: serde_json::Value = serde_json::from_str(&all).expect("JSON");
+        let bad = &all.as_array().expect("array")[0];
+        assert_eq!(bad["name"], "bad", "{all}");
+        assert_eq!(bad["description"], "", "{all}");
+        let error = bad["error"].as_str().expect("an error string");
         assert!(
-            all.contains("\"echo\"") && !all.contains("\"bad\""),
-            "{all}"
+            error.contains("bad.yaml") && error.contains("bogus_key"),
+            "{error}"
+        );
+        assert!(
+            all[1].get("error").is_none(),
+            "a good tool has no error key: {all}"
         );
         let e = c.ctl("load a1 bad").await.expect_err("loads");
-        assert!(e.contains("bad.yaml") && e.contains("bogus_key"), "{e}");
+        assert!(e.contains(error), "load says {e}, all says {error}");
         assert_eq!(c.rev("a1").await, 0);
     })
     .await
