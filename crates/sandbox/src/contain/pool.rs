@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use toolsrv_base::LockUnpoisoned;
+
 use super::group::Group;
 use super::hierarchy::Cgroups;
 use super::run_group::RunGroup;
@@ -72,7 +74,7 @@ impl Containment {
 
 impl Cgroups {
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+        self.pool.lock_unpoisoned()
     }
 
     /// A group for a run with `limits`: a pooled one when there is one.

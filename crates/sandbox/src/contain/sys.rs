@@ -25,8 +25,7 @@ pub(crate) fn getpid() -> i32 {
 /// Whether this process may create a PID namespace without a user namespace
 /// (it holds CAP_SYS_ADMIN): effective uid 0 is the usual case.
 pub(crate) fn is_root() -> bool {
-    // Safety: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    toolsrv_base::effective_uid() == 0
 }
 
 /// Whether this process may make entries in `dir` (write and search

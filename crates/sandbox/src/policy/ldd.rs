@@ -7,6 +7,8 @@ use std::process::{Command, Stdio};
 use std::sync::{LazyLock, Mutex};
 use std::time::SystemTime;
 
+use toolsrv_base::LockUnpoisoned;
+
 /// Entries kept before the cache is emptied (bounds memory).
 const CACHE_LIMIT: usize = 512;
 
@@ -28,7 +30,7 @@ pub(crate) fn shared_libraries(exe: &Path) -> Vec<PathBuf> {
         }
     };
     {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = CACHE.lock_unpoisoned();
         if let Some((t, libs)) = cache.get(exe) {
             if *t == mtime {
                 return libs.clone();
@@ -36,7 +38,7 @@ pub(crate) fn shared_libraries(exe: &Path) -> Vec<PathBuf> {
         }
     }
     let libs = run_ldd(exe);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache = CACHE.lock_unpoisoned();
     if cache.len() >= CACHE_LIMIT {
         cache.clear();
     }

@@ -7,6 +7,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use toolsrv_base::LockUnpoisoned;
 
 /// What identifies one version of a file: a change in any field means re-parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +221,7 @@ impl PolicyStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     fn main_policy(&self, entry: &Entry) -> Arc<Policy> {

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use libc::c_char;
+use toolsrv_base::LockUnpoisoned;
 
 use super::args::{child_args, null_terminated, seccomp_fprog, ChildStrings};
 use super::child::ChildArgs;
@@ -136,7 +137,7 @@ const MAX_POOLED_STACKS: usize = 32;
 /// Free `launch` now if the child is done with it, else park it.
 pub(crate) fn retire(launch: Box<Launch>) {
     if launch.busy() {
-        lock(&PARKED).push(launch);
+        PARKED.lock_unpoisoned().push(launch);
     }
 }
 
@@ -150,7 +151,7 @@ pub(crate) fn discard(launch: Box<Launch>) {
 /// launches and takes back the lent stacks whose children are done first.
 pub(crate) fn take_stack() -> std::io::Result<ChildStack> {
     let done: Vec<Box<Launch>> = {
-        let mut parked = lock(&PARKED);
+        let mut parked = PARKED.lock_unpoisoned();
         let (busy, done) = std::mem::take(&mut *parked)
             .into_iter()
             .partition(|l| l.busy());
@@ -159,14 +160,14 @@ pub(crate) fn take_stack() -> std::io::Result<ChildStack> {
     };
     drop(done);
     let returned: Vec<ChildStack> = {
-        let mut lent = lock(&LENT);
+        let mut lent = LENT.lock_unpoisoned();
         let (busy, done): (Vec<_>, Vec<_>) = std::mem::take(&mut *lent)
             .into_iter()
             .partition(|(_, in_use)| in_use.load(Ordering::Acquire) != 0);
         *lent = busy;
         done.into_iter().map(|(stack, _)| stack).collect()
     };
-    let mut pool = lock(&POOL);
+    let mut pool = POOL.lock_unpoisoned();
     for stack in returned {
         give_back_locked(&mut pool, stack);
     }
@@ -178,12 +179,12 @@ pub(crate) fn take_stack() -> std::io::Result<ChildStack> {
 
 /// `stack` now runs the child holding `in_use`, until it execs or exits.
 pub(crate) fn lend(stack: ChildStack, in_use: Arc<AtomicU32>) {
-    lock(&LENT).push((stack, in_use));
+    LENT.lock_unpoisoned().push((stack, in_use));
 }
 
 /// No child got `stack` (`clone3` failed).
 pub(crate) fn give_back(stack: ChildStack) {
-    give_back_locked(&mut lock(&POOL), stack);
+    give_back_locked(&mut POOL.lock_unpoisoned(), stack);
 }
 
 /// Pool `stack`, or unmap it (dropped) when the pool is full.
@@ -191,8 +192,4 @@ fn give_back_locked(pool: &mut Vec<ChildStack>, stack: ChildStack) {
     if pool.len() < MAX_POOLED_STACKS {
         pool.push(stack);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
