@@ -1,4 +1,7 @@
-//! The command line: `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]`.
+//! The command line: `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]
+//! [--stream-size S] [--before PATH]`.
+
+use std::path::PathBuf;
 
 /// Which tokio runtime flavour the client side of a bench runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,9 @@ pub struct Args {
     pub flavours: Vec<Flavour>,
     /// Bytes the streaming bench's tool prints (`--stream-size`).
     pub stream_size: u64,
+    /// An older `toolsrv` binary that `call-cpu` measures beside the current
+    /// one (`--before`); checked by the caller, not here.
+    pub before: Option<PathBuf>,
     /// `--help` was given.
     pub help: bool,
 }
@@ -60,6 +66,7 @@ pub enum ArgsError {
 /// The usage text.
 pub const USAGE: &str = "\
 usage: toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both] [--stream-size S]
+                     [--before PATH]
 
 Runs the named benchmarks (default: all) against the real toolsrv binary
 (target/release/toolsrv next to this executable, or $TOOLSRV_BIN) and prints
@@ -68,6 +75,9 @@ each figure beside a baseline measured in the same run.
   --iters N      measured iterations per figure, after warm-up (default per bench)
   --runtime R    client runtime flavour: current (default), multi, or both
   --stream-size S  bytes the call-stream tool prints (default 1GiB; KiB/MiB/GiB)
+  --before PATH  an older toolsrv binary: call-cpu measures its server CPU per
+                 call and latency beside this one's, interleaved in one run
+                 (e.g. toolsrv-bench call-cpu --before /tmp/toolsrv.old)
 ";
 
 impl Args {
@@ -78,6 +88,7 @@ impl Args {
             iters: None,
             flavours: vec![Flavour::CurrentThread],
             stream_size: DEFAULT_STREAM_SIZE,
+            before: None,
             help: false,
         };
         let mut it = args.into_iter();
@@ -114,6 +125,7 @@ impl Args {
                     let v = value("--stream-size")?;
                     out.stream_size = parse_size(&v).ok_or(ArgsError::BadSize(v))?;
                 }
+                "--before" => out.before = Some(PathBuf::from(value("--before")?)),
                 f if f.starts_with('-') => return Err(ArgsError::UnknownOption(a)),
                 _ => out.names.push(a),
             }
@@ -148,7 +160,21 @@ mod tests {
         assert!(a.names.is_empty());
         assert_eq!(a.iters, None);
         assert_eq!(a.flavours, [Flavour::CurrentThread]);
+        assert_eq!(a.before, None);
         assert!(!a.help);
+    }
+
+    #[test]
+    fn before_takes_a_path() {
+        let a = parse(&["call-cpu", "--before", "/tmp/old toolsrv"]).expect("parses");
+        assert_eq!(a.names, ["call-cpu"]);
+        assert_eq!(a.before, Some(PathBuf::from("/tmp/old toolsrv")));
+        let a = parse(&["--before=rel/toolsrv"]).expect("parses");
+        assert_eq!(a.before, Some(PathBuf::from("rel/toolsrv")));
+        assert_eq!(
+            parse(&["--before"]),
+            Err(ArgsError::MissingValue("--before".into()))
+        );
     }
 
     #[test]

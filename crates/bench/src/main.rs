@@ -1,7 +1,8 @@
 //! `toolsrv-bench`: every toolsrv benchmark in one program. Each figure is
 //! printed beside a baseline measured in the same run, as a ratio.
 //!
-//! `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]`
+//! `toolsrv-bench [NAME...] [--iters N] [--runtime current|multi|both]
+//! [--stream-size S] [--before PATH]`
 
 mod agent;
 mod args;
@@ -52,6 +53,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let before = match args
+        .before
+        .as_deref()
+        .map(|p| server::executable("--before", p))
+    {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            eprintln!("toolsrv-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if before.is_some() && !selected.iter().any(|b| b.name == "call-cpu") {
+        eprintln!("toolsrv-bench: note: --before is used by call-cpu only, which is not selected");
+    }
     let bin = match server::locate_binary() {
         Ok(b) => b,
         Err(e) => {
@@ -64,6 +80,9 @@ fn main() -> ExitCode {
         println!("  {f}");
     }
     println!("  server: {}", bin.display());
+    if let Some(b) = &before {
+        println!("  before: {}", b.display());
+    }
     if cfg!(debug_assertions) {
         println!("  WARNING: this is a debug build of the bench; use --release for figures");
     }
@@ -72,6 +91,7 @@ fn main() -> ExitCode {
         iters: args.iters,
         flavours: args.flavours,
         stream_size: args.stream_size,
+        before,
     };
     let mut failed = false;
     for b in selected {

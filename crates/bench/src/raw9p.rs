@@ -1,13 +1,14 @@
 //! A minimal 9P2000 connection on the project's wire codec with no client
 //! library in between: the same four pipelined requests `read_file` sends,
-//! so the bench can tell library time from server time.
+//! so the bench can tell library time from server time, and a sync tool call
+//! pipelined as the independent C bench sends it ([`Raw9p::call_tool`]).
 
 use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
-use toolsrv_wire::{decode, encode, Body, Frame, NOFID, NOTAG, OREAD};
+use toolsrv_wire::{decode, encode, Body, Frame, NOFID, NOTAG, ORDWR, OREAD};
 
 /// The msize offered.
 const MSIZE: u32 = 65536;
@@ -48,8 +49,10 @@ pub struct Raw9p {
     tag: u16,
     /// Replies to Tclunks sent without waiting, still to be read.
     unread_clunks: usize,
-    /// The fid the next [`Raw9p::read_file_clunk_after`] uses.
+    /// The fid the next [`Raw9p::read_file_clunk_after`] or [`Raw9p::call_tool`] uses.
     next_fid: u32,
+    /// The fid of the previous [`Raw9p::call_tool`], clunked with the next one.
+    call_fid: Option<u32>,
 }
 
 impl Raw9p {
@@ -63,6 +66,7 @@ impl Raw9p {
             tag: 0,
             unread_clunks: 0,
             next_fid: FILE,
+            call_fid: None,
         };
         let version = Body::Tversion {
             msize: MSIZE,
@@ -153,6 +157,68 @@ impl Raw9p {
         Ok(data)
     }
 
+    /// One sync call of a tool through `proc/new`, pipelined as the C bench
+    /// (`callbench.c`) sends it: the previous call's Tclunk, then Twalk to
+    /// `proc/new`, Topen `ORDWR`, Twrite of `payload` (an encoded request)
+    /// and Tread, all in one write; the replies are matched by tag. Returns
+    /// the result the Tread got (the fid is clunked with the next call).
+    /// Alternates between two fids.
+    pub async fn call_tool(&mut self, payload: &[u8]) -> Result<Vec<u8>, RawError> {
+        for _ in 0..std::mem::take(&mut self.unread_clunks) {
+            expect(self.recv().await?, "Tclunk", |b| matches!(b, Body::Rclunk))?;
+        }
+        let fid = self.next_fid;
+        self.next_fid = if fid == FILE { FILE_B } else { FILE };
+        let mut sent: Vec<(u16, &'static str)> = Vec::with_capacity(5);
+        if let Some(prev) = self.call_fid.take() {
+            sent.push((self.queue(Body::Tclunk { fid: prev }), "Tclunk"));
+        }
+        let walk = Body::Twalk {
+            fid: ROOT,
+            newfid: fid,
+            wnames: vec!["proc".into(), "new".into()],
+        };
+        sent.push((self.queue(walk), "Twalk proc/new"));
+        sent.push((self.queue(Body::Topen { fid, mode: ORDWR }), "Topen"));
+        let write = Body::Twrite {
+            fid,
+            offset: 0,
+            data: payload.to_vec(),
+        };
+        sent.push((self.queue(write), "Twrite"));
+        let read = Body::Tread {
+            fid,
+            offset: 0,
+            count: MSIZE - 24,
+        };
+        let read_tag = self.queue(read);
+        sent.push((read_tag, "Tread"));
+        self.flush().await?;
+        self.call_fid = Some(fid);
+        let mut result = None;
+        while !sent.is_empty() {
+            let reply = self.recv_frame().await?;
+            let Some(i) = sent.iter().position(|&(t, _)| t == reply.tag) else {
+                return Err(unexpected("a pipelined call", &reply.body));
+            };
+            let (tag, request) = sent.swap_remove(i);
+            match reply.body {
+                Body::Rread { data } if tag == read_tag => result = Some(data),
+                Body::Rclunk | Body::Rwalk { .. } | Body::Ropen { .. } | Body::Rwrite { .. }
+                    if tag != read_tag => {}
+                b => return Err(unexpected(request, &b)),
+            }
+        }
+        result.ok_or_else(|| RawError::Decode("no Rread for the call".into()))
+    }
+
+    /// Queue `body` under the next tag; the tag.
+    fn queue(&mut self, body: Body) -> u16 {
+        let t = self.next_tag();
+        self.push(t, body);
+        t
+    }
+
     /// Queue Twalk (from the root to the one-element `name`, as `fid`),
     /// Topen and a Tread of as much as fits.
     fn push_open_read(&mut self, fid: u32, name: &str) {
@@ -216,8 +282,13 @@ impl Raw9p {
     }
 
     /// The next reply's body (replies arrive in request order here: every
-    /// request of this module is answered at once).
+    /// request of this module but [`Raw9p::call_tool`]'s is answered at once).
     async fn recv(&mut self) -> Result<Body, RawError> {
+        self.recv_frame().await.map(|f| f.body)
+    }
+
+    /// The next reply.
+    async fn recv_frame(&mut self) -> Result<Frame, RawError> {
         let mut size = [0u8; 4];
         self.r.read_exact(&mut size).await?;
         let n = u32::from_le_bytes(size) as usize;
@@ -227,9 +298,7 @@ impl Raw9p {
         let mut buf = vec![0u8; n];
         buf[..4].copy_from_slice(&size);
         self.r.read_exact(&mut buf[4..]).await?;
-        decode(&buf)
-            .map(|f| f.body)
-            .map_err(|e| RawError::Decode(e.to_string()))
+        decode(&buf).map_err(|e| RawError::Decode(e.to_string()))
     }
 }
 

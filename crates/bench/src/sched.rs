@@ -1,6 +1,7 @@
-//! Where the time of a round went besides CPU: how long threads sat runnable
-//! on a run queue waiting for a CPU (`/proc/.../schedstat`, second field),
-//! and how much of the machine's CPU time was idle (`/proc/stat`).
+//! Where the time of a round went: the CPU time a process's threads ran
+//! (`/proc/.../schedstat`, first field, in nanoseconds), how long they sat
+//! runnable on a run queue waiting for a CPU (second field), and how much of
+//! the machine's CPU time was idle (`/proc/stat`).
 //!
 //! `call-throughput` prints these beside its rates: at low concurrency the
 //! gap to the bare loop is mostly a client waiting behind a running tool
@@ -10,21 +11,25 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-/// Run-queue wait of one task from its `schedstat` file.
-fn wait_of(schedstat: &Path) -> io::Result<Duration> {
+/// The first field of a `schedstat` file: time spent on a CPU.
+const RAN: usize = 0;
+/// The second field: time spent runnable, waiting on a run queue.
+const WAITED: usize = 1;
+
+/// Field `field` of one task's `schedstat` file, as a duration.
+fn field_of(schedstat: &Path, field: usize) -> io::Result<Duration> {
     let text = std::fs::read_to_string(schedstat)?;
     let ns = text
         .split_whitespace()
-        .nth(1)
+        .nth(field)
         .and_then(|v| v.parse::<u64>().ok())
         .ok_or_else(|| io::Error::other(format!("cannot parse {}", schedstat.display())))?;
     Ok(Duration::from_nanos(ns))
 }
 
-/// Total run-queue wait of the live threads of process `pid` (`None`: this
-/// process). Threads that exited are not counted: sample a process whose
-/// threads outlive the interval, or use [`thread_wait`] inside each thread.
-pub fn process_wait(pid: Option<u32>) -> io::Result<Duration> {
+/// Field `field` of the `schedstat` of every live thread of process `pid`
+/// (`None`: this process), summed.
+fn process_sum(pid: Option<u32>, field: usize) -> io::Result<Duration> {
     let dir = match pid {
         Some(p) => Path::new("/proc").join(p.to_string()).join("task"),
         None => Path::new("/proc/self/task").to_path_buf(),
@@ -32,16 +37,30 @@ pub fn process_wait(pid: Option<u32>) -> io::Result<Duration> {
     let mut total = Duration::ZERO;
     for entry in std::fs::read_dir(&dir)? {
         // A thread that ends between the listing and the read is skipped.
-        if let Ok(w) = wait_of(&entry?.path().join("schedstat")) {
+        if let Ok(w) = field_of(&entry?.path().join("schedstat"), field) {
             total += w;
         }
     }
     Ok(total)
 }
 
+/// Total run-queue wait of the live threads of process `pid` (`None`: this
+/// process). Threads that exited are not counted: sample a process whose
+/// threads outlive the interval, or use [`thread_wait`] inside each thread.
+pub fn process_wait(pid: Option<u32>) -> io::Result<Duration> {
+    process_sum(pid, WAITED)
+}
+
+/// Total CPU time of the live threads of process `pid`, in nanoseconds (not
+/// the 10 ms ticks of `/proc/<pid>/stat`). Threads that exited are not
+/// counted, as for [`process_wait`].
+pub fn process_cpu(pid: u32) -> io::Result<Duration> {
+    process_sum(Some(pid), RAN)
+}
+
 /// Run-queue wait of the calling thread so far.
 pub fn thread_wait() -> io::Result<Duration> {
-    wait_of(Path::new("/proc/thread-self/schedstat"))
+    field_of(Path::new("/proc/thread-self/schedstat"), WAITED)
 }
 
 /// Idle and total CPU time of the whole machine so far, in clock ticks
@@ -122,5 +141,19 @@ mod tests {
         assert!(all >= mine, "{all:?} < {mine:?}");
         let idle = CpuTicks::now().expect("/proc/stat");
         assert!(idle.total >= idle.idle && idle.total > 0);
+    }
+
+    #[test]
+    fn process_cpu_grows_while_this_process_works() {
+        let me = std::process::id();
+        let before = process_cpu(me).expect("schedstat");
+        assert!(before > Duration::ZERO);
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while process_cpu(me).expect("schedstat") <= before {
+            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(7));
+            assert!(start.elapsed() < Duration::from_secs(10), "{x}");
+        }
+        assert!(process_cpu(u32::MAX).is_err());
     }
 }

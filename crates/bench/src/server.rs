@@ -32,6 +32,16 @@ pub enum ServerError {
     /// The server did not come up (the test kit's launcher says why).
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// A binary given on the command line cannot be run.
+    #[error("{flag} {path}: {reason}")]
+    NotExecutable {
+        /// The flag that named it, e.g. `--before`.
+        flag: &'static str,
+        /// The path as given.
+        path: PathBuf,
+        /// Why not.
+        reason: String,
+    },
 }
 
 /// A running `toolsrv serve` in its own temp directory; killed on drop.
@@ -156,6 +166,28 @@ pub fn locate_binary() -> Result<PathBuf, ServerError> {
     }
 }
 
+/// `path` (given with `flag`) as an absolute path, if it is an executable
+/// file; else why not, naming the flag and the path.
+pub fn executable(flag: &'static str, path: &Path) -> Result<PathBuf, ServerError> {
+    use std::os::unix::fs::PermissionsExt;
+    let bad = |reason: String| ServerError::NotExecutable {
+        flag,
+        path: path.to_path_buf(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(bad(format!(
+            "not executable (mode {:o})",
+            meta.permissions().mode() & 0o7777
+        )));
+    }
+    std::fs::canonicalize(path).map_err(|e| bad(e.to_string()))
+}
+
 /// `cargo build [--release] -p toolsrv` in this workspace.
 fn build(release: bool) -> Result<(), ServerError> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../toolsrv/Cargo.toml");
@@ -176,5 +208,30 @@ fn build(release: bool) -> Result<(), ServerError> {
             command,
             reason: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executable_names_the_flag_and_the_path() {
+        let sh = executable("--before", Path::new("/bin/sh")).expect("/bin/sh runs");
+        assert!(sh.is_absolute(), "{}", sh.display());
+        let missing = executable("--before", Path::new("/nonexistent/toolsrv")).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .starts_with("--before /nonexistent/toolsrv: No such file"),
+            "{missing}"
+        );
+        let dir = executable("--before", Path::new("/")).unwrap_err();
+        assert_eq!(dir.to_string(), "--before /: not a regular file");
+        let d = tempfile::tempdir().expect("tempdir");
+        let plain = d.path().join("toolsrv");
+        std::fs::write(&plain, "").expect("write");
+        let e = executable("--before", &plain).unwrap_err().to_string();
+        assert!(e.contains("/toolsrv: not executable (mode "), "{e}");
     }
 }

@@ -265,3 +265,88 @@ fn mcp_reports_the_bridge_beside_9p() {
         "{line}"
     );
 }
+
+/// `call-cpu` with the same binary as before and after: every mode prints
+/// latency (or rate) beside the bare spawn, each build's server CPU per call
+/// and the paired ratio.
+#[test]
+fn call_cpu_compares_two_builds_block_by_block() {
+    let bin = toolsrv_testkit::toolsrv_bin();
+    let canonical = std::fs::canonicalize(bin).expect("canonical path");
+    let out = bench(&[
+        "call-cpu",
+        "--iters",
+        "20",
+        "--before",
+        &bin.to_string_lossy(),
+    ]);
+    assert!(
+        out.contains(&format!("  before: {}", canonical.display())),
+        "{out}"
+    );
+    assert_eq!(out.matches("== call-cpu: ").count(), 4, "{out}");
+    for mode in ["sandboxed", "--yolo"] {
+        for who in ["before", "after"] {
+            let prefixes = [
+                format!("call ({mode}, {who}) "),
+                format!("call x8 ({mode}, {who}) "),
+            ];
+            for (prefix, vs_bare) in prefixes.iter().zip([
+                "n=20) | baseline bare posix_spawn /bin/true median",
+                "calls/s | baseline bare posix_spawn x8 ",
+            ]) {
+                let lines: Vec<&str> = out
+                    .lines()
+                    .filter(|l| l.starts_with(prefix.as_str()))
+                    .collect();
+                assert!(lines.iter().any(|l| l.contains(vs_bare)), "{prefix}: {out}");
+                // after is also printed beside before
+                let vs_before = lines.iter().any(|l| l.contains("| baseline call"));
+                assert_eq!(vs_before, who == "after", "{prefix}: {out}");
+            }
+        }
+        assert!(line_of(&out, &format!("server CPU/call ({mode}, before)")).contains("n=20)"));
+        let after = line_of(&out, &format!("server CPU/call ({mode}, after)"));
+        assert!(after.contains("| baseline server CPU/call"), "{after}");
+        assert!(line_of(&out, &format!("server CPU/call x8 ({mode}, after)")).contains("ratio"));
+    }
+    let paired: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("after/before, paired blocks median "))
+        .collect();
+    assert_eq!(paired.len(), 4, "{out}");
+    assert!(paired.iter().all(|l| l.contains("n=20 rounds")), "{out}");
+    assert_eq!(out.matches("utime+stime (10 ms ticks)").count(), 8, "{out}");
+}
+
+#[test]
+fn call_cpu_without_before_says_how_to_pass_it() {
+    let out = bench(&["call-cpu", "--iters", "4"]);
+    assert!(
+        line_of(&out, "call (sandboxed, current)").contains("n=4) |"),
+        "{out}"
+    );
+    assert!(!out.contains("after/before"), "{out}");
+    assert!(out.contains("no --before: pass --before <path-to-an-older-toolsrv-binary>"));
+}
+
+#[test]
+fn call_cpu_names_a_bad_before_binary() {
+    for (path, why) in [
+        ("/nonexistent/toolsrv", "No such file"),
+        ("/", "not a regular file"),
+        ("/etc/passwd", "not executable (mode "),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolsrv-bench"))
+            .args(["call-cpu", "--before", path])
+            .env("TOOLSRV_BIN", toolsrv_testkit::toolsrv_bin())
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{path}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("--before {path}: {why}")),
+            "{stderr}"
+        );
+    }
+}

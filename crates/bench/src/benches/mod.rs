@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::args::Flavour;
 
 pub mod call;
+pub mod call_cpu;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
@@ -26,6 +27,9 @@ pub struct Ctx {
     pub flavours: Vec<Flavour>,
     /// Bytes the `call-stream` tool prints.
     pub stream_size: u64,
+    /// An older `toolsrv` binary (`--before`, checked to be an executable
+    /// file) that `call-cpu` measures beside [`Ctx::bin`].
+    pub before: Option<PathBuf>,
 }
 
 /// One benchmark.
@@ -95,6 +99,11 @@ pub const PARTS: &[Bench] = &[
         name: "call-stream",
         about: "following proc/<pid>/out of a 1 GiB tool vs reading a pipe",
         run: call_stream::run,
+    },
+    Bench {
+        name: "call-cpu",
+        about: "server CPU per call and latency of this toolsrv vs an older one (--before PATH), interleaved, beside bare posix_spawn",
+        run: call_cpu::run,
     },
 ];
 
