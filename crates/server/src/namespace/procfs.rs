@@ -289,13 +289,15 @@ impl CtlHandle {
     }
 }
 
-/// A signal by number (`15`), name (`TERM`) or full name (`SIGTERM`).
+/// A signal by number (`15`), name (`TERM`) or full name (`SIGTERM`), in
+/// any case (`term`, `sigterm`).
 pub(crate) fn signal_number(s: &str) -> Option<i32> {
     if let Ok(n) = s.parse::<i32>() {
         return (1..=64).contains(&n).then_some(n);
     }
-    let name = s.strip_prefix("SIG").unwrap_or(s).to_ascii_uppercase();
-    Some(match name.as_str() {
+    let upper = s.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    Some(match name {
         "HUP" => libc::SIGHUP,
         "INT" => libc::SIGINT,
         "QUIT" => libc::SIGQUIT,
@@ -311,4 +313,20 @@ pub(crate) fn signal_number(s: &str) -> Option<i32> {
         "WINCH" => libc::SIGWINCH,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signal_number;
+
+    #[test]
+    fn signals_are_named_by_number_short_or_full_name_in_any_case() {
+        for s in ["15", "TERM", "SIGTERM", "term", "sigterm", "SigTerm"] {
+            assert_eq!(signal_number(s), Some(libc::SIGTERM), "{s}");
+        }
+        assert_eq!(signal_number("sigkill"), Some(libc::SIGKILL));
+        for s in ["0", "65", "SIG", "sig", "TERMS", "SIGSIGTERM", ""] {
+            assert_eq!(signal_number(s), None, "{s}");
+        }
+    }
 }
