@@ -12,6 +12,18 @@ pub const TRUE_EXEC: &str = "true_exec";
 /// `head -c {bytes} /dev/zero`: prints `bytes` zero bytes.
 pub const ZEROS: &str = "zeros";
 
+/// A new temporary directory (named `<prefix>…`, removed on drop) holding
+/// the bench tools ([`write_bench_tools`]).
+pub fn bench_tools_dir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    use anyhow::Context;
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .context("cannot create the tools directory")?;
+    write_bench_tools(dir.path()).context("cannot write the bench tools")?;
+    Ok(dir)
+}
+
 /// Write the tools the call and sandbox benches run into `dir` (created).
 pub fn write_bench_tools(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -1,11 +1,11 @@
 //! What the `call` parts and `sandbox` share: the servers they run against
 //! and the tools their agents load.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::benches::Ctx;
 use crate::server::{ServerOpts, ServerProcess};
-use crate::tooldir::{write_bench_tools, TRUE_EXEC, TRUE_SH, ZEROS};
+use crate::tooldir::{bench_tools_dir, TRUE_EXEC, TRUE_SH, ZEROS};
 
 /// The servers every `call` part (and `sandbox`) runs against, sharing one
 /// tools directory.
@@ -23,11 +23,7 @@ pub struct Servers {
 impl Servers {
     /// Write the bench tools and start the three servers (authenticated).
     pub fn start(ctx: &Ctx) -> Result<Servers> {
-        let tools = tempfile::Builder::new()
-            .prefix("toolsrv-bench-tools")
-            .tempdir()
-            .context("cannot create the tools directory")?;
-        write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+        let tools = bench_tools_dir("toolsrv-bench-tools")?;
         let opts = |yolo, containment| ServerOpts {
             auth: true,
             yolo,

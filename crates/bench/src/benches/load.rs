@@ -20,7 +20,7 @@ use crate::agent::connect;
 use crate::bare::vm_rss;
 use crate::benches::{runtime, Ctx};
 use crate::server::ServerProcess;
-use crate::tooldir::{write_bench_tools, TRUE_EXEC};
+use crate::tooldir::{bench_tools_dir, TRUE_EXEC};
 
 /// Agents.
 pub const AGENTS: usize = 32;
@@ -45,11 +45,7 @@ struct Tally {
 /// Run the load scenario.
 pub fn run(ctx: &Ctx) -> Result<()> {
     let per = ctx.iters.unwrap_or(DEFAULT_CALLS);
-    let tools = tempfile::Builder::new()
-        .prefix("toolsrv-bench-load")
-        .tempdir()
-        .context("cannot create the tools directory")?;
-    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let tools = bench_tools_dir("toolsrv-bench-load")?;
     std::fs::write(
         tools.path().join(format!("{NAP}.yaml")),
         "description: sleeps ten seconds\ncommand: \"sleep 10\"\n",

@@ -17,7 +17,7 @@ use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, time_line, Figure, Target};
 use crate::server::{ServerProcess, SECRET};
 use crate::stats::Summary;
-use crate::tooldir::{write_bench_tools, TRUE_EXEC};
+use crate::tooldir::{bench_tools_dir, TRUE_EXEC};
 
 /// Measured calls per figure unless `--iters` says otherwise.
 pub const DEFAULT_ITERS: usize = 1_000;
@@ -116,11 +116,7 @@ impl Bridge {
 pub fn run(ctx: &Ctx) -> Result<()> {
     let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
     let warmup = WARMUP.min(iters);
-    let tools = tempfile::Builder::new()
-        .prefix("toolsrv-bench-tools")
-        .tempdir()
-        .context("cannot create the tools directory")?;
-    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let tools = bench_tools_dir("toolsrv-bench-tools")?;
     let srv = ServerProcess::authed_with_tools(&ctx.bin, tools.path())?;
     println!(
         "\n== mcp: tools/call of /bin/true through `toolsrv mcp` (stdio) vs the same call over 9P; sandboxed server (pid {}), auth on; {iters} calls per figure after {warmup} warm-up, interleaved in blocks of {BLOCK}",

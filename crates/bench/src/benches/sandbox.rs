@@ -26,7 +26,7 @@ use crate::benches::fixtures::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
 use crate::report::{baseline_line, median_f64, rate_line, time_line, Target};
 use crate::server::{ServerOpts, ServerProcess};
-use crate::tooldir::{write_bench_tools, TRUE_EXEC, ZEROS};
+use crate::tooldir::{bench_tools_dir, TRUE_EXEC, ZEROS};
 
 /// Measured calls per figure unless `--iters` says otherwise.
 pub const DEFAULT_ITERS: usize = 1_000;
@@ -54,11 +54,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let iters = ctx.iters.unwrap_or(DEFAULT_ITERS);
     let bwrap = find_bwrap();
     let servers = Servers::start(ctx)?;
-    let tools = tempfile::Builder::new()
-        .prefix("toolsrv-bench-tools")
-        .tempdir()
-        .context("cannot create the tools directory")?;
-    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let tools = bench_tools_dir("toolsrv-bench-tools")?;
     let no_view = ServerProcess::start_with(
         &ctx.bin,
         &ServerOpts {
@@ -194,11 +190,7 @@ async fn latency(
 
 /// Part 2: spawn rate with retained output vs idle.
 async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
-    let tools = tempfile::Builder::new()
-        .prefix("toolsrv-bench-tools")
-        .tempdir()
-        .context("cannot create the tools directory")?;
-    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let tools = bench_tools_dir("toolsrv-bench-tools")?;
     // Room for all the holders' output: by default finished processes keep
     // at most 128 MiB of it (the oldest are dismissed beyond).
     let opts = ServerOpts {

@@ -28,7 +28,7 @@ use crate::bare::PosixSpawn;
 use crate::benches::{runtime, Ctx};
 use crate::raw9p::Raw9p;
 use crate::server::{ServerOpts, ServerProcess};
-use crate::tooldir::{write_bench_tools, TRUE_EXEC};
+use crate::tooldir::{bench_tools_dir, TRUE_EXEC};
 
 use blocks::{Plan, Subject};
 
@@ -78,11 +78,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             bin: &ctx.bin,
         }],
     };
-    let tools = tempfile::Builder::new()
-        .prefix("toolsrv-bench-tools")
-        .tempdir()
-        .context("cannot create the tools directory")?;
-    write_bench_tools(tools.path()).context("cannot write the bench tools")?;
+    let tools = bench_tools_dir("toolsrv-bench-tools")?;
     let bare = PosixSpawn::new(&[PROGRAM])?;
     let payload = CallRequest::new(TRUE_EXEC, AGENT).encode().into_bytes();
     for yolo in [false, true] {
