@@ -2,6 +2,7 @@
 //! paths to the list of mounts to make, in order, and the placeholders to
 //! create first (docs/sandbox-policy.md, "The filesystem view").
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::protected::{Entry, Kind, ProtectedSet, Shape};
@@ -107,7 +108,11 @@ impl Plan {
         }
         plan.covers.sort_by_key(|c| c.path().components().count());
         // A cover inside a hidden directory is hidden with it.
-        let hidden: Vec<PathBuf> = plan
+        // (A set of the hidden directories, looked up by each cover's
+        // ancestors: a root server's view covers thousands of root-only
+        // files, and comparing every cover with every hidden directory took
+        // a fifth of a second.)
+        let hidden: HashSet<PathBuf> = plan
             .covers
             .iter()
             .filter_map(|c| match c {
@@ -115,11 +120,8 @@ impl Plan {
                 _ => None,
             })
             .collect();
-        plan.covers.retain(|c| {
-            !hidden
-                .iter()
-                .any(|h| c.path() != h && c.path().starts_with(h))
-        });
+        plan.covers
+            .retain(|c| !c.path().ancestors().skip(1).any(|a| hidden.contains(a)));
         let mut pins = Vec::new();
         for c in &plan.covers {
             let p = c.path();
@@ -285,6 +287,31 @@ mod tests {
         };
         assert_eq!(holes[0].path, PathBuf::from("/h/.ssh/known_hosts"));
         assert!(!holes[0].writable);
+    }
+
+    #[test]
+    fn covers_inside_a_hidden_directory_go_with_it() {
+        let set = ProtectedSet {
+            entries: vec![
+                entry("/h/.ssh", Kind::Hidden, Shape::Dir, true),
+                entry("/h/.ssh/id_rsa", Kind::Hidden, Shape::File, true),
+                entry("/h/.ssh/keys/a", Kind::Hidden, Shape::File, true),
+                entry("/h/.sshx", Kind::Hidden, Shape::File, true),
+                entry("/h/.ssh2/k", Kind::Hidden, Shape::File, true),
+            ],
+            truncated: false,
+            incomplete: false,
+        };
+        let plan = Plan::new(&set, &RulePaths::default(), Path::new("/w"));
+        let paths: Vec<&Path> = plan.covers.iter().map(Cover::path).collect();
+        assert_eq!(
+            paths,
+            [
+                Path::new("/h/.ssh"),
+                Path::new("/h/.sshx"),
+                Path::new("/h/.ssh2/k")
+            ]
+        );
     }
 
     #[test]
