@@ -25,7 +25,9 @@ pub fn root_only(rules: &RulePaths) -> (Vec<Entry>, bool) {
         if rules.writable.iter().any(|w| root.starts_with(w)) {
             continue;
         }
-        walk(root, rules, &mut out, &mut budget, &mut truncated);
+        if let Ok(m) = std::fs::symlink_metadata(root) {
+            walk(root, &m, rules, &mut out, &mut budget, &mut truncated);
+        }
     }
     out.sort();
     out.dedup();
@@ -37,8 +39,10 @@ fn only_root(m: &std::fs::Metadata) -> bool {
     m.uid() == 0 && m.mode() & 0o004 == 0
 }
 
+/// Walks `path` (whose metadata, not following a link, is `m`).
 fn walk(
     path: &Path,
+    m: &std::fs::Metadata,
     rules: &RulePaths,
     out: &mut Vec<Entry>,
     budget: &mut usize,
@@ -49,14 +53,11 @@ fn walk(
         return;
     }
     *budget -= 1;
-    let Ok(m) = std::fs::symlink_metadata(path) else {
-        return;
-    };
     if m.file_type().is_symlink() || rules.writable.iter().any(|w| path.starts_with(w)) {
         return;
     }
     let named = rules.readable.iter().any(|r| r == path);
-    if only_root(&m) && !named {
+    if only_root(m) && !named {
         out.push(Entry {
             path: path.to_path_buf(),
             kind: Kind::Hidden,
@@ -74,14 +75,19 @@ fn walk(
     let Ok(rd) = std::fs::read_dir(path) else {
         return;
     };
-    let mut children: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    children.sort();
-    for c in children {
+    // Each child's metadata is taken relative to the open directory (one
+    // `statx` of a name, not of a whole path).
+    let mut children: Vec<(PathBuf, std::fs::Metadata)> = rd
+        .flatten()
+        .filter_map(|e| Some((e.path(), e.metadata().ok()?)))
+        .collect();
+    children.sort_by(|a, b| a.0.cmp(&b.0));
+    for (c, cm) in children {
         // Other file systems mounted below (/proc, /sys) are not walked.
-        if std::fs::symlink_metadata(&c).is_ok_and(|cm| cm.dev() != m.dev()) {
+        if cm.dev() != m.dev() {
             continue;
         }
-        walk(&c, rules, out, budget, truncated);
+        walk(&c, &cm, rules, out, budget, truncated);
     }
 }
 
