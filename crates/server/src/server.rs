@@ -216,7 +216,7 @@ impl Server {
         payload: &[u8],
         cancel: CancellationToken,
     ) -> (ToolResult, Option<u64>) {
-        let prep = match self.executor.prepare(&self.served(), payload) {
+        let prep = match self.executor.prepare(&self.served(), payload).await {
             Ok(p) => p,
             Err(refused) => return (ToolResult::error(refused.to_string()), None),
         };
@@ -243,8 +243,8 @@ impl Server {
 
     /// Start a background request (`proc/new.bg`); returns its pid at once (also
     /// for a bypass request, which then waits for approval in the background).
-    pub(crate) fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
-        let prep = self.executor.prepare(&self.served(), payload)?;
+    pub(crate) async fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
+        let prep = self.executor.prepare(&self.served(), payload).await?;
         let proc = self
             .procs
             .create(spec_of(&prep, true), initial_state(&prep), None)?;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::procs_util::{call, load};
-use crate::util::{toolsrv_bin, Launch, Raw, Server};
+use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
 const SECRET: &str = "view-suite-secret-5a0e";
 
@@ -584,4 +584,42 @@ fn a_strict_policy_refuses_to_start_without_the_view() {
         err.contains("no filesystem view can be made") && err.contains("best_effort: false"),
         "{err}"
     );
+}
+
+/// How many views the server's log says were built.
+fn views_built(srv: &Server) -> usize {
+    srv.log_text().matches("filesystem view built").count()
+}
+
+/// The main policy's view is built when the server starts, not by the first
+/// run (which used to wait for it on the server's one runtime thread: a
+/// fifth of a second on a root server scanning for root-only files, with
+/// every connection stalled); and a view in use whose protected set changes
+/// is built again in the background, so the next run finds it ready and
+/// protecting the new path.
+#[test]
+fn the_view_is_built_at_startup_and_rebuilt_before_the_next_run() {
+    let (_d, cwd) = tmp();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd));
+    // No run yet: only `load` went over the socket.
+    s.srv.wait_log("filesystem view built");
+    s.ok("true");
+    assert_eq!(views_built(&s.srv), 1, "{}", s.srv.log_text());
+    // A repository appears in the workspace at once (made elsewhere, moved
+    // in), as a human's `git clone` would leave it.
+    let (_g, elsewhere) = tmp();
+    let o = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&elsewhere)
+        .output()
+        .expect("git");
+    assert!(o.status.success(), "{o:?}");
+    std::fs::rename(elsewhere.join(".git"), cwd.join(".git")).expect("move .git");
+    assert!(
+        wait_until(WAIT, || views_built(&s.srv) == 2),
+        "no rebuild without a run: {}",
+        s.srv.log_text()
+    );
+    s.refused("echo x > .git/hooks/pre-commit");
+    assert_eq!(views_built(&s.srv), 2, "{}", s.srv.log_text());
 }

@@ -147,7 +147,12 @@ impl Executor {
                 read_only: absolute(&files.read_only),
             };
             let workspace = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-            self.views = Some(views::Views::start(&workspace, files, self.own_env.clone()));
+            self.views = Some(views::Views::start(
+                &workspace,
+                files,
+                self.own_env.clone(),
+                self.policy.current(),
+            ));
             return;
         }
         let mut carve: Vec<std::path::PathBuf> = Vec::new();

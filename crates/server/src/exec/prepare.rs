@@ -201,7 +201,11 @@ fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
 
 impl Executor {
     /// Parse, authorize, resolve and validate a payload.
-    pub(crate) fn prepare(&self, served: &Served<'_>, bytes: &[u8]) -> Result<Prepared, Refused> {
+    pub(crate) async fn prepare(
+        &self,
+        served: &Served<'_>,
+        bytes: &[u8],
+    ) -> Result<Prepared, Refused> {
         let payload = parse_payload(bytes)?;
         if let Some(token) = &served.token {
             if !payload.token_matches(token) {
@@ -228,7 +232,7 @@ impl Executor {
             Some(name) => self.policy.profile(name)?,
         };
         let view = match (&self.views, sandboxed) {
-            (Some(views), true) => Some(views.get(&policy).map_err(Refused::View)?),
+            (Some(views), true) => Some(views.get(&policy).await.map_err(Refused::View)?),
             _ => None,
         };
         // `{CWD}` in the policy is the request's directory: a sandboxed request

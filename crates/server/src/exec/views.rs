@@ -3,9 +3,14 @@
 //! and rebuilt when what they protect changes. A background thread gathers
 //! each view's protected set again about once a second (the fixed lists,
 //! the repositories, the globs' matches) and the policy's rule paths, and
-//! marks a view whose set or rule paths differ stale; the next run builds a
-//! new one. Runs hold their view (an `Arc`)
-//! until they have started; an old view is dropped with its last run.
+//! marks a view whose set or rule paths differ stale; no run enters a stale
+//! view. The thread builds the main policy's view at startup and a stale
+//! view that runs used since the last rescan again at once; a run that finds
+//! its view missing or stale waits for the build, on a blocking thread, not
+//! the runtime's (a root server's first build scans for root-only files for
+//! a fifth of a second, which would stall every connection). Runs hold their
+//! view (an `Arc`) until they have started; an old view is dropped with its
+//! last run.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +33,8 @@ struct Slot {
     sources: Sources,
     rules: Arc<RulePaths>,
     stale: AtomicBool,
+    /// Handed to a run since the last rescan: rebuilt at once when stale.
+    used: AtomicBool,
 }
 
 /// The views, by policy.
@@ -39,6 +46,8 @@ pub(crate) struct Views {
     /// The last root-only scan and the rules it was made for: a view rebuilt
     /// because its protected set changed reuses it.
     root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::view::Entry>)>>,
+    /// Held while a view is built: a view many runs wait for is built once.
+    building: Mutex<()>,
 }
 
 /// How many times a failed view build is planned and tried again.
@@ -46,11 +55,13 @@ const BUILD_TRIES: u32 = 2;
 
 impl Views {
     /// The views of a server serving `workspace` (`--cwd`, canonical) whose
-    /// own files are `server`; starts the rescan thread.
+    /// own files are `server`; starts the rescan thread, which first builds
+    /// the view of `main` (the policy in effect).
     pub(crate) fn start(
         workspace: &Path,
         server: ServerFiles,
         env: std::collections::HashMap<String, String>,
+        main: Arc<Policy>,
     ) -> Arc<Views> {
         let views = Arc::new(Views {
             slots: Mutex::new(Vec::new()),
@@ -58,11 +69,20 @@ impl Views {
             server,
             env,
             root_only: Mutex::new(None),
+            building: Mutex::new(()),
         });
         let weak = Arc::downgrade(&views);
         let started = std::thread::Builder::new()
             .name("toolsrv-view-rescan".into())
-            .spawn(move || rescan(weak));
+            .spawn(move || {
+                if let Some(v) = weak.upgrade() {
+                    // A failure is the first run's to report (it builds again).
+                    if let Err(e) = v.get_blocking(&main) {
+                        tracing::warn!(error = %e, "filesystem view: the build at startup failed; the first sandboxed run tries again");
+                    }
+                }
+                rescan(weak)
+            });
         if let Err(e) = started {
             tracing::error!(error = %e, "cannot start the filesystem view rescan; protected paths created later are not protected");
         }
@@ -129,20 +149,45 @@ impl Views {
         found
     }
 
-    /// The current view for `policy`, and its rule paths; built when there
-    /// is none or it is stale.
-    pub(crate) fn get(
-        &self,
+    /// The current view for `policy`, and its rule paths; when there is
+    /// none or it is stale, built on a blocking thread while this waits.
+    pub(crate) async fn get(
+        self: &Arc<Self>,
         policy: &Arc<Policy>,
     ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
-        {
-            let slots = self.slots.lock_unpoisoned();
-            if let Some(s) = slots
-                .iter()
-                .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))
-            {
-                return Ok((s.view.clone(), s.rules.clone()));
-            }
+        if let Some(ready) = self.ready(policy) {
+            return Ok(ready);
+        }
+        let (views, p) = (self.clone(), policy.clone());
+        match tokio::task::spawn_blocking(move || views.get_blocking(&p)).await {
+            Ok(built) => built,
+            Err(e) => Err(ViewError::Step {
+                step: "build",
+                path: self.workspace.clone(),
+                source: std::io::Error::other(e.to_string()),
+            }),
+        }
+    }
+
+    /// The current, fresh view for `policy`, if there is one.
+    fn ready(&self, policy: &Arc<Policy>) -> Option<(Arc<View>, Arc<RulePaths>)> {
+        let slots = self.slots.lock_unpoisoned();
+        let s = slots
+            .iter()
+            .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))?;
+        s.used.store(true, Ordering::Relaxed);
+        Some((s.view.clone(), s.rules.clone()))
+    }
+
+    /// As [`Views::get`], on the calling thread: builds the view when there
+    /// is none or it is stale (once, however many threads ask at a time).
+    fn get_blocking(&self, policy: &Arc<Policy>) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
+        if let Some(ready) = self.ready(policy) {
+            return Ok(ready);
+        }
+        let _building = self.building.lock_unpoisoned();
+        if let Some(ready) = self.ready(policy) {
+            return Ok(ready);
         }
         // A tool may change the workspace while the view is planned and
         // built (a directory on the way to a protected path replaced): plan
@@ -171,6 +216,7 @@ impl Views {
             sources,
             rules: rules.clone(),
             stale: AtomicBool::new(false),
+            used: AtomicBool::new(false),
         });
         let mut slots = self.slots.lock_unpoisoned();
         slots.retain(|s| !(Arc::ptr_eq(&s.policy, policy) || s.stale.load(Ordering::Relaxed)));
@@ -216,7 +262,8 @@ fn log_built(view: &View, took: Duration) {
 }
 
 /// Gathers each view's protected set again, once a second, until the views
-/// are dropped.
+/// are dropped; a view that changed is marked stale, and built again at once
+/// if runs used it since the last rescan (others when a run asks for them).
 fn rescan(views: Weak<Views>) {
     loop {
         std::thread::sleep(RESCAN);
@@ -229,16 +276,25 @@ fn rescan(views: Weak<Views>) {
             if s.stale.load(Ordering::Relaxed) {
                 continue;
             }
+            let used = s.used.swap(false, Ordering::Relaxed);
             let now = ProtectedSet::gather(&s.sources);
             if now.incomplete {
                 // Out of descriptors, say: no reason to rebuild.
                 continue;
             }
-            if &now != s.view.protected() {
-                tracing::debug!(
-                    "filesystem view: the protected set changed; the next run gets a new view"
-                );
-                s.stale.store(true, Ordering::Relaxed);
+            if &now == s.view.protected() {
+                continue;
+            }
+            tracing::debug!("filesystem view: the protected set changed; runs get a new view");
+            s.stale.store(true, Ordering::Relaxed);
+            if !used {
+                continue;
+            }
+            let Some(v) = views.upgrade() else {
+                return;
+            };
+            if let Err(e) = v.get_blocking(&s.policy) {
+                tracing::debug!(error = %e, "filesystem view: the rebuild failed; the next run tries again");
             }
         }
     }

@@ -75,7 +75,11 @@ impl Request for NewRequest {
         cancel: CancellationToken,
     ) -> Result<(Vec<u8>, Option<AfterAnswer>), Error> {
         if self.background {
-            let pid = self.server.start_background(&request).map_err(rerror)?;
+            let pid = self
+                .server
+                .start_background(&request)
+                .await
+                .map_err(rerror)?;
             Ok((pid.to_string().into_bytes(), None))
         } else {
             let (result, pid) = self.server.call_tracked(&request, cancel).await;
