@@ -33,8 +33,8 @@ pub struct Args {
     pub flavours: Vec<Flavour>,
     /// Bytes the streaming bench's tool prints (`--stream-size`).
     pub stream_size: u64,
-    /// An older `toolsrv` binary that `call-cpu` measures beside the current
-    /// one (`--before`); checked by the caller, not here.
+    /// An older `toolsrv` binary that `call-cpu` and `first-call` measure
+    /// beside the current one (`--before`); checked by the caller, not here.
     pub before: Option<PathBuf>,
     /// `--help` was given.
     pub help: bool,
@@ -77,7 +77,8 @@ each figure beside a baseline measured in the same run.
   --stream-size S  bytes the call-stream tool prints (default 1GiB; KiB/MiB/GiB)
   --before PATH  an older toolsrv binary: call-cpu measures its server CPU per
                  call and latency beside this one's, interleaved in one run
-                 (e.g. toolsrv-bench call-cpu --before /tmp/toolsrv.old)
+                 (e.g. toolsrv-bench call-cpu --before /tmp/toolsrv.old);
+                 first-call its first call after startup
 ";
 
 impl Args {

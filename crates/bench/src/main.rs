@@ -65,8 +65,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if before.is_some() && !selected.iter().any(|b| b.name == "call-cpu") {
-        eprintln!("toolsrv-bench: note: --before is used by call-cpu only, which is not selected");
+    if before.is_some()
+        && !selected
+            .iter()
+            .any(|b| b.name == "call-cpu" || b.name == "first-call")
+    {
+        eprintln!("toolsrv-bench: note: --before is used by call-cpu and first-call only, neither of which is selected");
     }
     let bin = match server::locate_binary() {
         Ok(b) => b,

@@ -40,6 +40,8 @@ pub async fn run(server: Arc<Server>, bound: socket::Bound, shutdown: Cancellati
         shutdown.clone(),
     ));
     tokio::spawn(contain_upkeep(server.clone(), shutdown.clone()));
+    let warm = server.clone();
+    tokio::task::spawn_blocking(move || warm.executor.warm_up());
     if let Some(idle) = config.idle_timeout {
         tokio::spawn(idle_monitor(server.clone(), idle, shutdown.clone()));
     }

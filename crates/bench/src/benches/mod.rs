@@ -9,6 +9,7 @@ pub mod call_cpu;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
+pub mod first_call;
 pub mod fixtures;
 pub mod load;
 pub mod mcp;
@@ -28,7 +29,7 @@ pub struct Ctx {
     /// Bytes the `call-stream` tool prints.
     pub stream_size: u64,
     /// An older `toolsrv` binary (`--before`, checked to be an executable
-    /// file) that `call-cpu` measures beside [`Ctx::bin`].
+    /// file) that `call-cpu` and `first-call` measure beside [`Ctx::bin`].
     pub before: Option<PathBuf>,
 }
 
@@ -69,6 +70,11 @@ pub const ALL: &[Bench] = &[
         name: "sandbox",
         about: "sandboxed vs --yolo vs bwrap; spawn rate with 256 MiB of retained output",
         run: sandbox::run,
+    },
+    Bench {
+        name: "first-call",
+        about: "the first sandboxed call of a fresh server (its filesystem view), at once and after 500 ms, vs a warm call",
+        run: first_call::run,
     },
     Bench {
         name: "load",

@@ -214,6 +214,22 @@ impl Executor {
         p
     }
 
+    /// Prepares at startup what the first call under the policy in effect
+    /// would otherwise build: its validator, with the built-in rules'
+    /// regular expressions (compiled on their first use: a check of a
+    /// harmless command). Its filesystem view is built by the views' own
+    /// thread.
+    pub(crate) fn warm_up(&self) {
+        match self.validator(&self.policy.current()) {
+            Ok(v) => {
+                let _ = v.check("true", &[]);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the validator could not be built at startup; the first call reports it");
+            }
+        }
+    }
+
     /// The validator for `policy` (built-in rules plus its `validation.deny`), cached.
     fn validator(&self, policy: &Arc<Policy>) -> Result<Arc<Validator>, Refused> {
         let mut cache = self.validators.lock_unpoisoned();
