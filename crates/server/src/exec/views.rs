@@ -77,7 +77,7 @@ impl Views {
             .spawn(move || {
                 if let Some(v) = weak.upgrade() {
                     // A failure is the first run's to report (it builds again).
-                    if let Err(e) = v.get_blocking(&main) {
+                    if let Err(e) = v.get_blocking(&main, false) {
                         tracing::warn!(error = %e, "filesystem view: the build at startup failed; the first sandboxed run tries again");
                     }
                 }
@@ -155,11 +155,11 @@ impl Views {
         self: &Arc<Self>,
         policy: &Arc<Policy>,
     ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
-        if let Some(ready) = self.ready(policy) {
+        if let Some(ready) = self.ready(policy, true) {
             return Ok(ready);
         }
         let (views, p) = (self.clone(), policy.clone());
-        match tokio::task::spawn_blocking(move || views.get_blocking(&p)).await {
+        match tokio::task::spawn_blocking(move || views.get_blocking(&p, true)).await {
             Ok(built) => built,
             Err(e) => Err(ViewError::Step {
                 step: "build",
@@ -169,24 +169,32 @@ impl Views {
         }
     }
 
-    /// The current, fresh view for `policy`, if there is one.
-    fn ready(&self, policy: &Arc<Policy>) -> Option<(Arc<View>, Arc<RulePaths>)> {
+    /// The current, fresh view for `policy`, if there is one; marked used
+    /// when it is for a run (`for_run`), not for the views' own thread.
+    fn ready(&self, policy: &Arc<Policy>, for_run: bool) -> Option<(Arc<View>, Arc<RulePaths>)> {
         let slots = self.slots.lock_unpoisoned();
         let s = slots
             .iter()
             .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))?;
-        s.used.store(true, Ordering::Relaxed);
+        if for_run {
+            s.used.store(true, Ordering::Relaxed);
+        }
         Some((s.view.clone(), s.rules.clone()))
     }
 
     /// As [`Views::get`], on the calling thread: builds the view when there
-    /// is none or it is stale (once, however many threads ask at a time).
-    fn get_blocking(&self, policy: &Arc<Policy>) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
-        if let Some(ready) = self.ready(policy) {
+    /// is none or it is stale (once, however many threads ask at a time);
+    /// `for_run` as for [`Views::ready`].
+    fn get_blocking(
+        &self,
+        policy: &Arc<Policy>,
+        for_run: bool,
+    ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
+        if let Some(ready) = self.ready(policy, for_run) {
             return Ok(ready);
         }
         let _building = self.building.lock_unpoisoned();
-        if let Some(ready) = self.ready(policy) {
+        if let Some(ready) = self.ready(policy, for_run) {
             return Ok(ready);
         }
         // A tool may change the workspace while the view is planned and
@@ -216,7 +224,7 @@ impl Views {
             sources,
             rules: rules.clone(),
             stale: AtomicBool::new(false),
-            used: AtomicBool::new(false),
+            used: AtomicBool::new(for_run),
         });
         let mut slots = self.slots.lock_unpoisoned();
         slots.retain(|s| !(Arc::ptr_eq(&s.policy, policy) || s.stale.load(Ordering::Relaxed)));
@@ -293,7 +301,7 @@ fn rescan(views: Weak<Views>) {
             let Some(v) = views.upgrade() else {
                 return;
             };
-            if let Err(e) = v.get_blocking(&s.policy) {
+            if let Err(e) = v.get_blocking(&s.policy, false) {
                 tracing::debug!(error = %e, "filesystem view: the rebuild failed; the next run tries again");
             }
         }
