@@ -33,7 +33,7 @@ pub struct Args {
     pub flavours: Vec<Flavour>,
     /// Bytes the streaming bench's tool prints (`--stream-size`).
     pub stream_size: u64,
-    /// An older `toolsrv` binary that `call-cpu` and `first-call` measure
+    /// An older `toolsrv` binary that `call-cpu` and `startup` measure
     /// beside the current one (`--before`); checked by the caller, not here.
     pub before: Option<PathBuf>,
     /// `--help` was given.
@@ -78,7 +78,7 @@ each figure beside a baseline measured in the same run.
   --before PATH  an older toolsrv binary: call-cpu measures its server CPU per
                  call and latency beside this one's, interleaved in one run
                  (e.g. toolsrv-bench call-cpu --before /tmp/toolsrv.old);
-                 first-call its first call after startup
+                 startup the first call of a fresh server
 ";
 
 impl Args {

@@ -68,9 +68,9 @@ fn main() -> ExitCode {
     if before.is_some()
         && !selected
             .iter()
-            .any(|b| b.name == "call-cpu" || b.name == "first-call")
+            .any(|b| b.name == "call-cpu" || b.name == "startup")
     {
-        eprintln!("toolsrv-bench: note: --before is used by call-cpu and first-call only, neither of which is selected");
+        eprintln!("toolsrv-bench: note: --before is used by call-cpu and startup only, neither of which is selected");
     }
     let bin = match server::locate_binary() {
         Ok(b) => b,

@@ -350,3 +350,31 @@ fn call_cpu_names_a_bad_before_binary() {
         );
     }
 }
+
+#[test]
+fn startup_times_the_first_call_of_fresh_servers_beside_warm_calls() {
+    let bin = toolsrv_testkit::toolsrv_bin();
+    let out = bench(&[
+        "startup",
+        "--iters",
+        "1",
+        "--before",
+        &bin.to_string_lossy(),
+    ]);
+    assert_eq!(out.matches("== startup: ").count(), 1, "{out}");
+    for label in ["", "before "] {
+        let warm = line_of(&out, &format!("{label}warm call "));
+        assert!(
+            warm.contains("n=20) | baseline bare posix_spawn /bin/true median"),
+            "{warm}"
+        );
+        let at_once = line_of(&out, &format!("{label}first call, at once "));
+        assert!(at_once.contains("n=1) | baseline "), "{at_once}");
+        let late = line_of(&out, &format!("{label}first call, after 500 ms "));
+        assert!(late.contains("(goal <= 4x: "), "{late}");
+    }
+    assert!(
+        line_of(&out, "first call after 500 ms, this ").contains("| baseline before median"),
+        "{out}"
+    );
+}

@@ -9,13 +9,13 @@ pub mod call_cpu;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
-pub mod first_call;
 pub mod fixtures;
 pub mod load;
 pub mod mcp;
 pub mod remote;
 pub mod rtt;
 pub mod sandbox;
+pub mod startup;
 
 /// What every bench gets from the command line and the environment.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ pub struct Ctx {
     /// Bytes the `call-stream` tool prints.
     pub stream_size: u64,
     /// An older `toolsrv` binary (`--before`, checked to be an executable
-    /// file) that `call-cpu` and `first-call` measure beside [`Ctx::bin`].
+    /// file) that `call-cpu` and `startup` measure beside [`Ctx::bin`].
     pub before: Option<PathBuf>,
 }
 
@@ -72,9 +72,9 @@ pub const ALL: &[Bench] = &[
         run: sandbox::run,
     },
     Bench {
-        name: "first-call",
+        name: "startup",
         about: "the first sandboxed call of a fresh server (its filesystem view), at once and after 500 ms, vs a warm call",
-        run: first_call::run,
+        run: startup::run,
     },
     Bench {
         name: "load",

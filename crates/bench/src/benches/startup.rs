@@ -1,4 +1,4 @@
-//! `first-call`: the first sandboxed call a freshly started server answers.
+//! `startup`: the first sandboxed call a freshly started server answers.
 //!
 //! A sandboxed call runs in the policy's filesystem view, which a root
 //! server builds with a scan for root-only files (docs/sandbox-policy.md,
@@ -43,7 +43,7 @@ struct Samples {
     warm: Vec<Duration>,
 }
 
-/// Run `first-call`.
+/// Run `startup`.
 pub fn run(ctx: &Ctx) -> Result<()> {
     let rounds = ctx.iters.unwrap_or(DEFAULT_ROUNDS).max(1);
     let tools = bench_tools_dir("toolsrv-bench-first")?;
@@ -53,7 +53,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         bins.push(("before ", b));
     }
     println!(
-        "\n== first-call: the first sandboxed call of {TRUE_EXEC} (/bin/true) on a fresh server, at once and {} ms after its socket answered, vs {WARM} warm calls; {rounds} rounds{}",
+        "\n== startup: the first sandboxed call of {TRUE_EXEC} (/bin/true) on a fresh server, at once and {} ms after its socket answered, vs {WARM} warm calls; {rounds} rounds{}",
         LATE.as_millis(),
         if ctx.before.is_some() { ", this binary and --before alternating" } else { "" }
     );
