@@ -8,7 +8,7 @@
 //! view that runs used since the last rescan again at once; a run that finds
 //! its view missing or stale waits for the build, on a blocking thread, not
 //! the runtime's (a root server's first build scans for root-only files for
-//! a fifth of a second, which would stall every connection). Runs hold their
+//! about a tenth of a second, which would stall every connection). Runs hold their
 //! view (an `Arc`) until they have started; an old view is dropped with its
 //! last run.
 
