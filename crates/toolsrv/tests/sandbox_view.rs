@@ -623,3 +623,85 @@ fn the_view_is_built_at_startup_and_rebuilt_before_the_next_run() {
     s.refused("echo x > .git/hooks/pre-commit");
     assert_eq!(views_built(&s.srv), 2, "{}", s.srv.log_text());
 }
+
+/// A run that needs a filesystem view which is not built yet waits for it on
+/// a blocking thread, and the server goes on answering everyone else. (It
+/// used to build the view on its one runtime thread, so every connection
+/// stalled for the build.) A profile's view is built by its first run; this
+/// profile reads a directory of 8,000 root-only files, each hidden by a
+/// mount, so the build lasts long enough to be seen: the scan for them is
+/// logged, then the mounts are made, then "filesystem view built".
+///
+/// Expected: while that build is under way (its scan logged, the view not
+/// yet built), another connection reads `info`, and the view is still not
+/// built when the answer arrives; the run then succeeds.
+#[test]
+fn other_connections_are_answered_while_a_view_is_built() {
+    let (_d, dir) = tmp();
+    let many = dir.join("many");
+    std::fs::create_dir(&many).expect("many");
+    std::fs::set_permissions(&many, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for i in 0..8000 {
+        let f = many.join(format!("k{i}"));
+        std::fs::write(&f, "").expect("file");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let rules = |ro: Vec<String>| {
+        serde_json::json!({
+            "filesystem": {
+                "ro": ro,
+                "rox": ["/usr", "/bin", "/sbin", "/lib", "/lib64"],
+                "rw": ["/dev/null"],
+                "rwx": ["{CWD}"],
+            },
+            "advanced": {"add_exec": true},
+        })
+        .to_string()
+    };
+    std::fs::create_dir(dir.join("sandbox")).expect("profiles");
+    std::fs::write(dir.join("sandbox.yaml"), rules(vec!["/etc".into()])).expect("policy");
+    std::fs::write(
+        dir.join("sandbox/slow.yaml"),
+        rules(vec!["/etc".into(), many.display().to_string()]),
+    )
+    .expect("profile");
+    let ps = dir.join("sandbox.yaml").display().to_string();
+    let mut s = Session::no_auth(Launch::new().args(["--sandbox", &ps]));
+    s.ok("true");
+    let scans = |srv: &Server| {
+        srv.log_text()
+            .matches("root-only files under read rules count=")
+            .count()
+    };
+    assert_eq!(scans(&s.srv), 1, "{}", s.srv.log_text());
+    let Session { srv, mut c, .. } = s;
+    let slow = std::thread::spawn(move || {
+        call(
+            &mut c,
+            &[
+                ("tool", "shell"),
+                ("agent", "a1"),
+                ("command", "echo ran"),
+                ("sandbox", "slow"),
+            ],
+        )
+    });
+    assert!(
+        wait_until(WAIT, || scans(&srv) == 2),
+        "the profile's scan never ran: {}",
+        srv.log_text()
+    );
+    let mut other = srv.attached();
+    let info = other.json("info");
+    let built = views_built(&srv);
+    let r = slow.join().expect("the slow call");
+    assert!(info.is_object(), "{info}");
+    assert_eq!(
+        built,
+        1,
+        "`info` was answered only after the view was built: {}",
+        srv.log_text()
+    );
+    assert_eq!(out(&r), (false, "ran\n".to_string()), "{r}");
+    assert_eq!(views_built(&srv), 2, "{}", srv.log_text());
+}
