@@ -1,8 +1,9 @@
 //! The few helpers every toolsrv crate shares, below the 9P codec and the
 //! protocol types: [`effective_uid`] (the one safe way to ask who this
-//! process is), [`LockUnpoisoned`] (locking a mutex whose holder panicked)
-//! and [`FileStamp`] (one version of a file, to re-read it only when it
-//! changed).
+//! process is), [`LockUnpoisoned`] (locking a mutex whose holder panicked),
+//! [`FileStamp`] (one version of a file, to re-read it only when it
+//! changed) and [`pidfd_send_signal`] (a signal that cannot reach a reused
+//! pid).
 //!
 //! A crate of its own because the crates that use them have no other common
 //! dependency: `toolsrv-vfs` builds on `toolsrv-wire` alone and
@@ -17,3 +18,4 @@ mod sys;
 pub use ids::effective_uid;
 pub use stamp::FileStamp;
 pub use sync::LockUnpoisoned;
+pub use sys::pidfd_send_signal;

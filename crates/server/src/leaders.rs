@@ -58,7 +58,7 @@ pub(crate) fn kill_if_same(pid: i32, start: u64) -> Option<OwnedFd> {
     if start_time(pid) != Some(start) {
         return None;
     }
-    sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).ok()?;
+    toolsrv_base::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).ok()?;
     Some(pidfd)
 }
 

@@ -338,25 +338,6 @@ pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
-pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
-    // Safety: no siginfo is passed (null); the rest are integers.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 /// `poll` of one descriptor for `POLLIN`, at most `timeout_ms` (negative:
 /// no limit). `Ok(true)` when it is readable (or hung up), `Ok(false)` on
 /// timeout.

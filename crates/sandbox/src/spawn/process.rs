@@ -135,7 +135,7 @@ impl Child {
         // it names the child.
         let group = sys::parent::getpgid(self.pid);
         if group >= 0 && group != self.pid {
-            gone(sys::parent::pidfd_send_signal(self.pidfd.as_fd(), sig))?;
+            gone(toolsrv_base::pidfd_send_signal(self.pidfd.as_fd(), sig))?;
         }
         Ok(())
     }

@@ -101,25 +101,6 @@ pub(crate) fn getpgid(pid: i32) -> i32 {
     unsafe { libc::getpgid(pid) }
 }
 
-/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
-pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // Safety: the pidfd is borrowed, so open; no siginfo is passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// `waitid(P_PIDFD, fd, WEXITED | extra)` once: `None` when no child has
 /// exited (only with `WNOHANG`), else its `(si_code, si_status)`.
 pub(crate) fn waitid_pidfd(fd: BorrowedFd<'_>, extra: i32) -> io::Result<Option<(i32, i32)>> {
