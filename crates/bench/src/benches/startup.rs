@@ -20,7 +20,7 @@ use crate::agent::{call_ok, connect};
 use crate::bare::PosixSpawn;
 use crate::benches::call::{figure, Op};
 use crate::benches::{runtime, Ctx};
-use crate::report::{time_line, Figure, Target};
+use crate::report::{time_line, Target};
 use crate::server::{ServerOpts, ServerProcess};
 use crate::tooldir::{bench_tools_dir, TRUE_EXEC};
 
@@ -77,16 +77,10 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         println!("{}", time_line(&at_once, &warm, None));
         println!("{}", time_line(&late, &warm, Some(GOAL_LATE)));
     }
-    if samples.len() == 2 {
-        let first = |s: &Samples, name: &str| -> Result<Figure> { figure(name, &s.late) };
-        println!(
-            "{}",
-            time_line(
-                &first(&samples[0], "first call after 500 ms, this")?,
-                &first(&samples[1], "before")?,
-                None
-            )
-        );
+    if let [now, before] = samples.as_slice() {
+        let now = figure("first call after 500 ms, this", &now.late)?;
+        let before = figure("before", &before.late)?;
+        println!("{}", time_line(&now, &before, None));
     }
     Ok(())
 }
