@@ -59,6 +59,23 @@ impl Tree {
     }
 }
 
+/// `writable` plus what a shell needs to run (`/usr`, `/etc` and the links
+/// `/bin`, `/lib`, `/lib64` where they are links).
+fn system_rules(writable: Vec<PathBuf>) -> RulePaths {
+    let named = ["/usr", "/etc", "/bin", "/lib", "/lib64"];
+    RulePaths {
+        writable,
+        readable: named
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect(),
+        links: named
+            .iter()
+            .flat_map(|p| toolsrv_sandbox::view::links_along(Path::new(p)))
+            .collect(),
+    }
+}
+
 fn view_for(t: &Tree, ws: &Path, server: ServerFiles) -> View {
     let src = Sources {
         ctx: PathContext {
@@ -71,12 +88,9 @@ fn view_for(t: &Tree, ws: &Path, server: ServerFiles) -> View {
         server,
         deny_read: vec![t.p("ws/**/*.pem")],
         deny_write: Vec::new(),
+        rules: system_rules(vec![ws.to_path_buf()]),
     };
-    let rules = RulePaths {
-        writable: vec![ws.to_path_buf()],
-        readable: Vec::new(),
-    };
-    View::build(&src, &rules, &[]).expect("build the view")
+    View::build(&src, &[]).expect("build the view")
 }
 
 #[test]
@@ -93,6 +107,7 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
     let server = ServerFiles {
         hidden: vec![t.p("ws/secret.txt")],
         read_only: Vec::new(),
+        shown: Vec::new(),
     };
     let view = view_for(&t, &ws, server);
     let outside = t.p("outside/file.txt").display().to_string();
@@ -103,8 +118,8 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
          touch .git/hooks/pre-commit || echo hooks-ro; \
          mv .git .git2 || echo pinned; \
          echo x > secret.txt || echo secret-ro; \
-         chmod 777 {outside} || echo chmod-ro; \
-         touch -d 2001-01-01 {outside} || echo touch-ro"
+         test -e {outside} || echo outside-absent; \
+         test -e /run || echo run-absent"
     );
     let (status, out) = sh_in(&view, &script);
     assert_eq!(status, ExitStatus::Code(0), "{out}");
@@ -115,8 +130,8 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
         "hooks-ro",
         "pinned",
         "secret-ro",
-        "chmod-ro",
-        "touch-ro",
+        "outside-absent",
+        "run-absent",
     ] {
         assert!(out.contains(want), "{want} missing: {out}");
     }
@@ -129,12 +144,9 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
         "[core]\n"
     );
     assert!(!t.p("ws/.git/hooks/pre-commit").exists());
-    // Placeholders: the agent directories in the workspace, owner-only.
-    assert!(
-        view.placeholders().contains(&t.p("ws/.claude")),
-        "{:?}",
-        view.placeholders()
-    );
+    // No placeholders: nothing was created on the host to protect a path.
+    assert!(!t.p("ws/.claude").exists() && !t.p("ws/.mcp.json").exists());
+    assert!(view.plan().creatable.contains(&t.p("ws/.claude")));
     // The host is untouched by the view's mounts.
     assert_eq!(
         std::fs::read_to_string(t.p("ws/secret.txt")).unwrap(),

@@ -52,6 +52,7 @@ fn server_files(
     .chain(config.log.clone())
     .collect();
     // grants.yaml (CONTRACT §15) joins this list where the server keeps one.
+    let shown = vec![config.tools_dir.clone(), tools_dir.to_path_buf()];
     let read_only = [
         config.sandbox.clone(),
         profiles,
@@ -62,7 +63,11 @@ fn server_files(
     .chain(config.builtin_cache.clone())
     .chain(std::env::current_exe().ok())
     .collect();
-    toolsrv_sandbox::view::ServerFiles { hidden, read_only }
+    toolsrv_sandbox::view::ServerFiles {
+        hidden,
+        read_only,
+        shown,
+    }
 }
 
 /// The daemon's state: configuration, authentication, the tool catalog and

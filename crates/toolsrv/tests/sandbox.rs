@@ -20,10 +20,21 @@ pub const EACCES: &str = "Permission denied";
 /// (EROFS: the mount is read-only, before Landlock is asked).
 pub const EROFS: &str = "Read-only file system";
 
-/// Whether `text` shows a refusal by the sandbox: Landlock's EACCES, or the
-/// view's EROFS for a write outside the writable rules.
+/// Whether `text` shows a refusal by the sandbox: Landlock's EACCES; the
+/// filesystem view's EROFS (a read-only mount) or EBUSY (a protected path or
+/// a pinned directory is a mount point: it cannot be removed or renamed); or
+/// the view's ENOENT for a path no rule names (it does not exist there), as
+/// the C library and `sh` print it.
 pub fn refused(text: &str) -> bool {
-    text.contains(EACCES) || text.contains(EROFS)
+    [
+        EACCES,
+        EROFS,
+        "Device or resource busy",
+        "No such file or directory",
+        "Directory nonexistent",
+    ]
+    .iter()
+    .any(|e| text.contains(e))
 }
 /// What a blocked signal or scoped socket operation must print (EPERM).
 pub const EPERM: &str = "Operation not permitted";

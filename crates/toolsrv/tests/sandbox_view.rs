@@ -19,16 +19,7 @@ use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
 const SECRET: &str = "view-suite-secret-5a0e";
 
-/// Whether `text` shows a refusal: Landlock's EACCES, the view's EROFS or EBUSY.
-fn refused(text: &str) -> bool {
-    [
-        "Permission denied",
-        "Read-only file system",
-        "Device or resource busy",
-    ]
-    .iter()
-    .any(|e| text.contains(e))
-}
+use crate::sandbox::refused;
 
 /// A result's text and whether it is an error.
 fn out(r: &Value) -> (bool, String) {

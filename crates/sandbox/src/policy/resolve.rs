@@ -51,6 +51,25 @@ impl Policy {
         self.resolve_with(ctx, exec_paths, None)
     }
 
+    /// The symbolic links met on the way to every rule path as the policy
+    /// names it (`/lib64 -> usr/lib64`): a filesystem view recreates the
+    /// ones outside its binds, so that the names programs use resolve.
+    pub fn rule_links(&self, ctx: &PathContext) -> Vec<crate::view::Link> {
+        let fs = &self.filesystem;
+        let mut out: Vec<crate::view::Link> = fs
+            .ro
+            .iter()
+            .chain(&fs.rox)
+            .chain(&fs.rw)
+            .chain(&fs.rwx)
+            .filter_map(|raw| ctx.expand(raw).ok())
+            .flat_map(|p| crate::view::links_along(&p))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// `filesystem.deny_read` and `deny_write`, expanded (absolute; globs
     /// kept as written).
     pub fn deny_lists(&self, ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {

@@ -1,14 +1,17 @@
-//! Building a view: the placeholders on the host, then, on a dedicated
-//! short-lived thread that leaves the server's namespace
-//! (`unshare(CLONE_FS | CLONE_NEWNS)`), the mounts of the [`Plan`]; the
-//! thread keeps nothing but two descriptors: the namespace and the
-//! workspace opened inside it.
+//! Building a view, on a dedicated short-lived thread that leaves the
+//! server's namespace (`unshare(CLONE_FS | CLONE_NEWNS)`): a new root from
+//! the [`Plan`] (an empty tmpfs holding the skeleton, the rule paths bound
+//! into it from the host, the covers on top), entered with `pivot_root`,
+//! the host's tree then detached. The thread keeps nothing but two
+//! descriptors: the namespace and the workspace opened inside it.
+//!
+//! Nothing is created on the host: the skeleton exists only in the view.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::plan::{Cover, Hole, Placeholder, Plan};
+use super::plan::{Bind, Cover, Hole, Plan, Skel};
 use super::sys;
 use super::ViewError;
 use crate::workdir::WorkDir;
@@ -19,61 +22,6 @@ pub(crate) struct Built {
     pub(crate) ns: OwnedFd,
     /// The workspace, opened inside the view.
     pub(crate) workspace: WorkDir,
-}
-
-/// Creates the plan's placeholders (owner-only); returns those created.
-/// Each is made beneath its nearest existing ancestor, opened without
-/// following a symbolic link, one component at a time (`mkdirat`,
-/// `O_NOFOLLOW`): a link a tool swapped in meanwhile makes it fail rather
-/// than create anything elsewhere.
-pub(crate) fn place(plan: &Plan) -> Vec<PathBuf> {
-    let mut made = Vec::new();
-    for p in &plan.placeholders {
-        let (path, file) = match p {
-            Placeholder::Dir(path) => (path, false),
-            Placeholder::File(path) => (path, true),
-        };
-        match place_one(path, file) {
-            Ok(true) => made.push(path.clone()),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot create the placeholder of a protected path")
-            }
-        }
-    }
-    made
-}
-
-/// Creates `path` (an empty directory 0700, or with `file` an empty file
-/// 0600, its missing parents 0700); `false` when it existed already.
-fn place_one(path: &Path, file: bool) -> io::Result<bool> {
-    let existing = path
-        .ancestors()
-        .skip(1)
-        .find(|a| a.exists())
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
-    let rest = path
-        .strip_prefix(existing)
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let mut dir = crate::open::open_no_symlinks(existing)?;
-    let names: Vec<_> = rest.components().collect();
-    for (i, c) in names.iter().enumerate() {
-        let name = Path::new(c.as_os_str());
-        let last = i + 1 == names.len();
-        if last && file {
-            return match sys::create_new_at(dir.as_fd(), name, 0o600) {
-                Ok(()) => Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(e),
-            };
-        }
-        let created = sys::mkdir_at(dir.as_fd(), name, 0o700)?;
-        dir = sys::open_dir_at(dir.as_fd(), name)?;
-        if last {
-            return Ok(created);
-        }
-    }
-    Ok(false)
 }
 
 /// Builds the view of `plan` on a new thread and waits for it.
@@ -109,7 +57,7 @@ fn gone(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOENT)
 }
 
-/// Whether `e` says that `p`, inside a writable rule, stopped being what the
+/// Whether `e` says that `p`, inside a writable bind, stopped being what the
 /// plan saw (a tool removed it, or replaced it with a symbolic link, which a
 /// mount cannot go over). Such a step is skipped: there is nothing at `p` to
 /// pin or cover any more, and the next rescan plans the view again from what
@@ -122,19 +70,32 @@ fn changed_under_us(e: &io::Error, p: &Path) -> bool {
         ) && std::fs::symlink_metadata(p).map_or(true, |m| m.file_type().is_symlink()))
 }
 
+/// `p` as seen from the new root, which is the working directory while the
+/// view is assembled: relative (`/usr` is `usr`, `/` is `.`).
+fn rel(p: &Path) -> PathBuf {
+    let r = p.strip_prefix("/").unwrap_or(p);
+    if r.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        r.to_path_buf()
+    }
+}
+
 /// The build proper, on the thread that leaves the server's namespace.
-fn build_here(plan: &Plan) -> Result<Built, ViewError> {
+pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     let root = Path::new("/");
     sys::unshare_mounts().map_err(step("unshare", root))?;
     sys::make_slave().map_err(step("make / a slave mount", root))?;
-    // 1. Clones of what stays writable, before anything is read-only (a
+    let ns = sys::own_mount_namespace().map_err(step("open the namespace", root))?;
+    let old_root = sys::open_root().map_err(step("open the old root", root))?;
+    // 1. Clones of every bind and hole, while the host's tree is here (a
     //    clone keeps each mount's flags: a host read-only mount stays so).
-    let mut clones = Vec::new();
-    for w in &plan.writable {
-        match sys::clone_tree(w, true) {
-            Ok(fd) => clones.push((w, fd)),
+    let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
+    for b in &plan.binds {
+        match sys::clone_tree(&b.path, true) {
+            Ok(fd) => clones.push((b, fd)),
             Err(e) if gone(&e) => {}
-            Err(e) => return Err(step("clone a writable rule", w)(e)),
+            Err(e) => return Err(step("clone a rule path", &b.path)(e)),
         }
     }
     let mut hole_clones: Vec<Vec<(Hole, OwnedFd)>> = Vec::new();
@@ -151,15 +112,39 @@ fn build_here(plan: &Plan) -> Result<Built, ViewError> {
         }
         hole_clones.push(v);
     }
-    // 2. Everything read-only.
-    sys::make_read_only(root, true).map_err(step("make every mount read-only", root))?;
-    // 3. The writable rules again, outermost first.
-    for (w, fd) in &clones {
-        sys::attach(fd.as_fd(), w).map_err(step("attach a writable rule", w))?;
+    // 2. The new root: a rule on `/` itself, else a tmpfs with the skeleton.
+    let new_root = match clones.iter().position(|(b, _)| b.path == root) {
+        Some(i) => {
+            let (b, fd) = clones.remove(i);
+            if !b.writable {
+                sys::make_tree_read_only(fd.as_fd())
+                    .map_err(step("make a rule read-only", root))?;
+            }
+            fd
+        }
+        None => {
+            let fs = sys::detached_root().map_err(step("make the root tmpfs", root))?;
+            for s in &plan.skeleton {
+                place(fs.as_fd(), s).map_err(step("make the skeleton", s.path()))?;
+            }
+            sys::seal(fs.as_fd()).map_err(step("seal the root tmpfs", root))?;
+            fs
+        }
+    };
+    sys::attach(new_root.as_fd(), root).map_err(step("attach the new root", root))?;
+    sys::fchdir(new_root.as_fd()).map_err(step("enter the new root", root))?;
+    // 3. The rule paths, outermost first.
+    for (b, fd) in &clones {
+        let at = rel(&b.path);
+        sys::attach(fd.as_fd(), &at).map_err(step("bind a rule path", &b.path))?;
+        if !b.writable {
+            sys::make_read_only(&at, true).map_err(step("make a rule read-only", &b.path))?;
+        }
     }
-    // 6. (before the covers, which go on top) Pins.
+    // 4. Pins (before the covers, which go on top).
     for d in &plan.pins {
-        match sys::clone_tree(d, true).and_then(|fd| sys::attach(fd.as_fd(), d)) {
+        let at = rel(d);
+        match sys::clone_tree(&at, true).and_then(|fd| sys::attach(fd.as_fd(), &at)) {
             Ok(()) => {}
             Err(e) if changed_under_us(&e, d) => {
                 tracing::warn!(path = %d.display(), error = %e, "filesystem view: a directory to pin changed while the view was built; skipped")
@@ -167,13 +152,14 @@ fn build_here(plan: &Plan) -> Result<Built, ViewError> {
             Err(e) => return Err(step("pin a directory", d)(e)),
         }
     }
-    // 4, 5. Read-only binds and masks, outermost first.
+    // 5. Read-only binds and masks, outermost first.
     let empty = empty_file()?;
     for (c, holes) in plan.covers.iter().zip(hole_clones) {
+        let at = rel(c.path());
         let r = match c {
-            Cover::ReadOnly(p) => bind_read_only(p),
-            Cover::HideFile(p) => sys::clone_at(empty.as_fd(), Path::new("empty"))
-                .and_then(|fd| sys::attach(fd.as_fd(), p)),
+            Cover::ReadOnly(_) => bind_read_only(&at),
+            Cover::HideFile(_) => sys::clone_at(empty.as_fd(), Path::new("empty"))
+                .and_then(|fd| sys::attach(fd.as_fd(), &at)),
             Cover::HideDir(p, _) => hide_dir(p, holes),
         };
         match r {
@@ -185,7 +171,12 @@ fn build_here(plan: &Plan) -> Result<Built, ViewError> {
             Err(e) => return Err(step("protect", c.path())(e)),
         }
     }
-    let ns = sys::own_mount_namespace().map_err(step("open the namespace", root))?;
+    // 6. Into the new root; the host's tree goes.
+    sys::pivot_to_cwd().map_err(step("pivot_root", root))?;
+    sys::fchdir(old_root.as_fd()).map_err(step("enter the old root", root))?;
+    sys::detach_cwd().map_err(step("detach the old root", root))?;
+    drop(old_root);
+    sys::chdir_root().map_err(step("enter the view's root", root))?;
     let workspace = WorkDir::open(&plan.workspace).map_err(|e| ViewError::Step {
         step: "open the workspace in the view",
         path: plan.workspace.clone(),
@@ -194,7 +185,22 @@ fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     Ok(Built { ns, workspace })
 }
 
-/// `p` bound over itself, read-only (the mounts beneath it keep theirs).
+/// Makes one skeleton entry in the root tmpfs `root` (its parents exist).
+fn place(root: std::os::fd::BorrowedFd<'_>, s: &Skel) -> io::Result<()> {
+    let at = rel(s.path());
+    match s {
+        Skel::Dir { mode, uid, gid, .. } => {
+            sys::mkdir_at(root, &at, 0o700)?;
+            sys::set_mode_owner(root, &at, *mode, *uid, *gid);
+            Ok(())
+        }
+        Skel::File(_) => sys::create_at(root, &at, 0o444),
+        Skel::Link(l) => sys::symlink_at(&l.target, root, &at),
+    }
+}
+
+/// `p` (relative to the new root) bound over itself, read-only (the mounts
+/// beneath it keep theirs).
 fn bind_read_only(p: &Path) -> io::Result<()> {
     let fd = sys::clone_tree(p, true)?;
     sys::attach(fd.as_fd(), p)?;
@@ -206,11 +212,11 @@ fn bind_read_only(p: &Path) -> io::Result<()> {
 fn hide_dir(p: &Path, holes: Vec<(Hole, OwnedFd)>) -> io::Result<()> {
     let fs = sys::detached_tmpfs()?;
     for (h, _) in &holes {
-        let Ok(rel) = h.path.strip_prefix(p) else {
+        let Ok(rel_hole) = h.path.strip_prefix(p) else {
             continue;
         };
         let mut made = PathBuf::new();
-        let comps: Vec<_> = rel.components().collect();
+        let comps: Vec<_> = rel_hole.components().collect();
         for (i, c) in comps.iter().enumerate() {
             made.push(c);
             if i + 1 < comps.len() || h.dir {
@@ -220,11 +226,12 @@ fn hide_dir(p: &Path, holes: Vec<(Hole, OwnedFd)>) -> io::Result<()> {
             }
         }
     }
-    sys::attach(fs.as_fd(), p)?;
+    sys::attach(fs.as_fd(), &rel(p))?;
     for (h, fd) in &holes {
-        sys::attach(fd.as_fd(), &h.path)?;
+        let at = rel(&h.path);
+        sys::attach(fd.as_fd(), &at)?;
         if !h.writable {
-            sys::make_read_only(&h.path, false)?;
+            sys::make_read_only(&at, false)?;
         }
     }
     sys::seal(fs.as_fd())

@@ -1,18 +1,23 @@
-//! The prepared filesystem view (CONTRACT §13): a mount namespace, built
-//! once per (policy, workspace, protected set), that every sandboxed child
-//! enters with `setns` before Landlock.
+//! The prepared filesystem view: a mount namespace, built once per (policy,
+//! workspace, protected set), that every sandboxed child enters with `setns`
+//! before Landlock.
 //!
-//! In it everything outside the writable rules is read-only (no mode, owner,
-//! time or attribute changes there, whatever Landlock allows), hidden paths
-//! are masked (an empty read-only tmpfs over a directory, an empty read-only
-//! file over a file or socket), read-only paths are bound read-only over
-//! themselves, and the directories between a writable rule and a protected
-//! path are pinned (bound onto themselves) so that none can be renamed away.
-//! Landlock then grants each rule whole: no carving.
+//! It is built from the rules, not from the host: its root is an empty
+//! tmpfs holding only what leads to the rule paths, and each rule path is
+//! bound into it read-only or writable as its rule says, so that what no
+//! rule names (`/run`, `/tmp`, other users' homes, every socket there) does
+//! not exist for a tool. Inside the binds, hidden paths are masked (an empty
+//! read-only tmpfs over a directory, an empty read-only file over a file or
+//! socket), read-only paths are bound read-only over themselves, the
+//! sockets under read-only rules are masked, and the directories between a
+//! writable bind and a protected path are pinned (bound onto themselves) so
+//! that none can be renamed away. Landlock then grants each rule whole: no
+//! carving. Nothing is created on the host.
 //!
 //! - [`protected`]: the protected set and where it comes from;
 //! - [`glob`]: `deny_read` / `deny_write` globs;
-//! - [`plan`]: from the set and the rules to the mounts;
+//! - [`sockets`]: the host's bound pathname sockets;
+//! - [`plan`]: from the rules and the set to the skeleton and the mounts;
 //! - `build`: the mounts, on a dedicated thread; `sys`: their system calls.
 //!
 //! Where no mount namespace can be had, [`Mechanism::LandlockOnly`] says why,
@@ -23,13 +28,14 @@ pub mod glob;
 pub mod plan;
 pub mod protected;
 pub mod rootonly;
+pub mod sockets;
 mod sys;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use plan::{Plan, RulePaths};
+pub use plan::{links_along, Link, Plan, RulePaths};
 pub use protected::{Entry, Kind, ProtectedSet, ServerFiles, Sources};
 
 use crate::workdir::WorkDir;
@@ -56,7 +62,7 @@ impl Mechanism {
     /// One line for the startup log and `toolsrv doctor`.
     pub fn describe(&self) -> String {
         match self {
-            Mechanism::MountNamespace => "mount namespace: a prepared read-only view with protected paths masked, entered with setns; Landlock grants each rule whole".to_string(),
+            Mechanism::MountNamespace => "mount namespace: a view built from the rules (an empty root with each rule path bound into it, protected paths and sockets under read-only rules masked), entered with setns; Landlock grants each rule whole".to_string(),
             Mechanism::LandlockOnly(why) => format!(
                 "Landlock only ({why}): protected paths are carved out of the rules, and the directories that hold them lose the right to create entries; metadata (mode, owner, times, xattrs) outside the writable rules is not protected"
             ),
@@ -71,13 +77,15 @@ impl Mechanism {
                 return Mechanism::LandlockOnly(format!("{FORCE_ENV}={f}"));
             }
         }
+        // The smallest real view: an empty root with `/` in it, pivoted into.
         let tried = std::thread::Builder::new()
             .name("toolsrv-view-probe".into())
             .spawn(|| {
-                sys::unshare_mounts()?;
-                sys::make_slave()?;
-                let fs = sys::detached_tmpfs()?;
-                sys::seal(fs.as_fd())
+                let plan = Plan {
+                    workspace: PathBuf::from("/"),
+                    ..Plan::default()
+                };
+                build::build_here(&plan).map(drop)
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -115,36 +123,33 @@ pub struct View {
     workspace: Arc<WorkDir>,
     set: ProtectedSet,
     plan: Plan,
-    placeholders: Vec<PathBuf>,
 }
 
 impl View {
-    /// Builds the view protecting what `sources` name for a policy whose
-    /// rule paths (with `{CWD}` as the workspace) are `rules`.
+    /// Builds the view of `sources.rules` protecting what `sources` name.
     /// `extra` entries (root-only files, `rootonly`) are protected too but
     /// not part of [`View::protected`], which the rescan compares.
-    pub fn build(sources: &Sources, rules: &RulePaths, extra: &[Entry]) -> Result<View, ViewError> {
-        let workspace = &sources.workspace;
-        let mut set = ProtectedSet::gather(sources);
+    pub fn build(sources: &Sources, extra: &[Entry]) -> Result<View, ViewError> {
+        let set = ProtectedSet::gather(sources);
         let mut planned = set.clone();
         planned.entries.extend(extra.iter().cloned());
         planned.entries.sort();
         planned
             .entries
             .dedup_by(|later, earlier| later.path == earlier.path);
-        let plan = Plan::new(&planned, rules, workspace);
-        let placeholders = build::place(&plan);
-        if !placeholders.is_empty() {
-            // What the view now protects, as the rescan will find it.
-            set = ProtectedSet::gather(sources);
-        }
+        let shown: Vec<PathBuf> = sources
+            .server
+            .shown
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let plan = Plan::new(&planned, &sources.rules, &shown, &sources.workspace);
         let built = build::build(&plan)?;
         Ok(View {
             ns: built.ns,
             workspace: Arc::new(built.workspace),
             set,
             plan,
-            placeholders,
         })
     }
 
@@ -167,10 +172,5 @@ impl View {
     /// The mounts it was built with.
     pub fn plan(&self) -> &Plan {
         &self.plan
-    }
-
-    /// The placeholders created for it on the host.
-    pub fn placeholders(&self) -> &[PathBuf] {
-        &self.placeholders
     }
 }

@@ -1,11 +1,31 @@
-//! The mount plan of a view: from the protected set and the policy's rule
-//! paths to the list of mounts to make, in order, and the placeholders to
-//! create first (docs/sandbox-policy.md, "The filesystem view").
+//! The mount plan of a view: from the policy's rule paths and the protected
+//! set to the list of mounts to make, in order (docs/sandbox-policy.md, "The
+//! filesystem view").
+//!
+//! A view starts from an empty root: a small tmpfs holding only the
+//! directories, mount points and symbolic links that lead to the rule paths
+//! (the *skeleton*). Each rule path is bound into it from the host,
+//! read-only or writable as its rule says ([`Bind`]); what no rule names does
+//! not exist for a tool. Protected paths inside the binds are then masked or
+//! bound read-only ([`Cover`]), as are the Unix sockets found under read-only
+//! binds.
 
 use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::protected::{Entry, Kind, ProtectedSet, Shape};
+use super::protected::{Entry, Kind, ProtectedSet};
+
+/// A symbolic link on the way to a rule path (`/lib64 -> usr/lib64` on a
+/// merged-`/usr` system): recreated in the skeleton so that the names
+/// programs use (`/lib64/ld-linux-x86-64.so.2`, `/bin/sh`) resolve.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Link {
+    /// Where the link is (its parent canonical, its own name kept).
+    pub path: PathBuf,
+    /// What it says, as written.
+    pub target: PathBuf,
+}
 
 /// The rule paths of a policy, resolved with `{CWD}` as the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,18 +34,54 @@ pub struct RulePaths {
     pub writable: Vec<PathBuf>,
     /// `ro` and `rox` paths.
     pub readable: Vec<PathBuf>,
+    /// The symbolic links met on the way to them, as the policy names them.
+    pub links: Vec<Link>,
 }
 
 impl RulePaths {
     fn names(&self, p: &Path) -> bool {
         self.writable.iter().chain(&self.readable).any(|r| r == p)
     }
+}
 
-    fn writable_root_of(&self, p: &Path) -> Option<&PathBuf> {
-        self.writable
-            .iter()
-            .filter(|w| p.starts_with(w))
-            .max_by_key(|w| w.components().count())
+/// A rule path bound into the view from the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    /// The path (the same inside the view as on the host).
+    pub path: PathBuf,
+    /// Writable (`rw`, `rwx`), else read-only.
+    pub writable: bool,
+    /// A directory (else a file: its mount point is an empty file).
+    pub dir: bool,
+}
+
+/// One entry of the skeleton.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skel {
+    /// A directory, with the mode, owner and group of the host's.
+    Dir {
+        /// Its path.
+        path: PathBuf,
+        /// Permission bits.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+    },
+    /// An empty file: the mount point of a file bind.
+    File(PathBuf),
+    /// A symbolic link.
+    Link(Link),
+}
+
+impl Skel {
+    /// The path it makes.
+    pub fn path(&self) -> &Path {
+        match self {
+            Skel::Dir { path, .. } | Skel::File(path) => path,
+            Skel::Link(l) => &l.path,
+        }
     }
 }
 
@@ -40,7 +96,7 @@ pub struct Hole {
     pub writable: bool,
 }
 
-/// One mount over a protected path.
+/// One mount over a protected path inside a bind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cover {
     /// An empty read-only tmpfs over a directory, with holes for rules
@@ -61,48 +117,44 @@ impl Cover {
     }
 }
 
-/// A placeholder to create on the host before the view is built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placeholder {
-    /// An empty directory, mode 0700.
-    Dir(PathBuf),
-    /// An empty file, mode 0600.
-    File(PathBuf),
-}
-
 /// Everything a view build does, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     /// The workspace (`--cwd`): opened inside the view.
     pub workspace: PathBuf,
-    /// Writable rule roots, outermost first: cloned before everything is
-    /// made read-only, and attached again.
-    pub writable: Vec<PathBuf>,
-    /// Directories between a writable root and a protected path, bound
-    /// onto themselves (outermost first), so that renaming one fails
-    /// (`EBUSY`) and no protected path can be moved away.
+    /// What the root tmpfs holds, parents first.
+    pub skeleton: Vec<Skel>,
+    /// The rule paths bound from the host, outermost first. A rule path
+    /// inside a bind that already gives it as much is not bound again.
+    pub binds: Vec<Bind>,
+    /// Directories between a writable bind and a protected path, bound onto
+    /// themselves (outermost first), so that renaming one fails (`EBUSY`)
+    /// and no protected path can be moved away.
     pub pins: Vec<PathBuf>,
     /// The protections, outermost first.
     pub covers: Vec<Cover>,
-    /// Placeholders created before the build.
-    pub placeholders: Vec<Placeholder>,
-    /// Missing protected paths a tool can still create (logged; the
-    /// rescan protects them once they exist).
+    /// Missing protected paths a tool could create (their nearest existing
+    /// ancestor lies in a writable bind): nothing exists in the view to
+    /// stop it, so the server watches for them.
     pub creatable: Vec<PathBuf>,
 }
 
+/// The `/proc` every view shows (read-only; Landlock still decides what a
+/// tool may read there): programs find themselves through `/proc/self/exe`,
+/// which no Landlock right governs.
+pub const PROC: &str = "/proc";
+
 impl Plan {
     /// The plan for `set` under `rules`, with the view's working directory
-    /// `workspace`.
-    pub fn new(set: &ProtectedSet, rules: &RulePaths, workspace: &Path) -> Plan {
-        let mut writable = rules.writable.clone();
-        writable.sort_by_key(|p| p.components().count());
-        writable.dedup();
+    /// `workspace`; `shown` (the tools directories) are bound read-only
+    /// where no rule binds them, without counting as rules.
+    pub fn new(set: &ProtectedSet, rules: &RulePaths, shown: &[PathBuf], workspace: &Path) -> Plan {
         let mut plan = Plan {
             workspace: workspace.to_path_buf(),
-            writable,
+            binds: binds(rules, shown),
             ..Plan::default()
         };
+        plan.skeleton = skeleton(&plan.binds, &rules.links);
         for e in &set.entries {
             plan.add(e, rules);
         }
@@ -125,15 +177,16 @@ impl Plan {
         let mut pins = Vec::new();
         for c in &plan.covers {
             let p = c.path();
-            for w in plan.writable.iter().filter(|w| p.starts_with(w)) {
-                let mut d = p.parent();
-                while let Some(dir) = d {
-                    if dir == w.as_path() || !dir.starts_with(w) {
-                        break;
-                    }
-                    pins.push(dir.to_path_buf());
-                    d = dir.parent();
+            let Some(root) = plan.bind_of(p).filter(|b| b.writable) else {
+                continue;
+            };
+            let mut d = p.parent();
+            while let Some(dir) = d {
+                if dir == root.path || !dir.starts_with(&root.path) {
+                    break;
                 }
+                pins.push(dir.to_path_buf());
+                d = dir.parent();
             }
         }
         pins.sort_by_key(|p| (p.components().count(), p.clone()));
@@ -142,18 +195,37 @@ impl Plan {
         plan
     }
 
+    /// The innermost bind `p` lies in (or is).
+    pub fn bind_of(&self, p: &Path) -> Option<&Bind> {
+        self.binds
+            .iter()
+            .filter(|b| p.starts_with(&b.path))
+            .max_by_key(|b| b.path.components().count())
+    }
+
+    /// Whether `p` exists in the view (it lies in a bind).
+    pub fn shows(&self, p: &Path) -> bool {
+        self.bind_of(p).is_some()
+    }
+
     fn add(&mut self, e: &Entry, rules: &RulePaths) {
         let p = &e.path;
         if rules.names(p) {
             // Named by a rule: granted as written.
             return;
         }
+        let Some(bind) = self.bind_of(p).cloned() else {
+            // Not in the view at all: nothing to protect.
+            return;
+        };
         if e.id.is_none() {
-            self.missing(e, rules);
+            if bind.writable {
+                self.creatable.push(p.clone());
+            }
             return;
         }
         match (e.kind, e.shape) {
-            (Kind::Hidden, Shape::Dir) => {
+            (Kind::Hidden, super::protected::Shape::Dir) => {
                 let holes = rules
                     .writable
                     .iter()
@@ -170,74 +242,175 @@ impl Plan {
             }
             (Kind::Hidden, _) => self.covers.push(Cover::HideFile(p.clone())),
             (Kind::ReadOnly, _) => {
-                // Outside every writable rule it is read-only already.
-                if rules.writable_root_of(p).is_some() {
+                // In a read-only bind it is read-only already.
+                if bind.writable {
                     self.covers.push(Cover::ReadOnly(p.clone()));
-                }
-            }
-        }
-    }
-
-    /// A protected path that does not exist: nothing to do unless a tool
-    /// could create it (its nearest existing ancestor lies in a writable
-    /// rule); then a placeholder where an empty one reads like none (a
-    /// directory, a neutral file), else the nearest existing ancestor
-    /// read-only unless it is a writable rule's own root, else logged as
-    /// creatable.
-    fn missing(&mut self, e: &Entry, rules: &RulePaths) {
-        let p = &e.path;
-        let Some(existing) = p.ancestors().skip(1).find(|a| a.exists()) else {
-            return;
-        };
-        let Some(root) = rules.writable_root_of(existing) else {
-            return;
-        };
-        let kind_shape = (e.kind, e.shape);
-        match kind_shape.1 {
-            Shape::Dir => {
-                self.placeholders.push(Placeholder::Dir(p.clone()));
-                let cover = match e.kind {
-                    Kind::Hidden => Cover::HideDir(p.clone(), Vec::new()),
-                    Kind::ReadOnly => Cover::ReadOnly(p.clone()),
-                };
-                self.covers.push(cover);
-            }
-            Shape::NeutralFile => {
-                self.placeholders.push(Placeholder::File(p.clone()));
-                let cover = match e.kind {
-                    Kind::Hidden => Cover::HideFile(p.clone()),
-                    Kind::ReadOnly => Cover::ReadOnly(p.clone()),
-                };
-                self.covers.push(cover);
-            }
-            Shape::File if existing != root.as_path() => {
-                self.covers.push(Cover::ReadOnly(existing.to_path_buf()));
-            }
-            Shape::File => {
-                // Directly in the rule's root: an empty directory for the
-                // first missing directory on the way, bound read-only; a
-                // file right in the root stays creatable.
-                let first = p
-                    .strip_prefix(existing)
-                    .ok()
-                    .and_then(|rest| rest.components().next())
-                    .map(|c| existing.join(c));
-                match first {
-                    Some(dir) if dir != *p => {
-                        self.placeholders.push(Placeholder::Dir(dir.clone()));
-                        self.covers.push(Cover::ReadOnly(dir));
-                    }
-                    _ => self.creatable.push(p.clone()),
                 }
             }
         }
     }
 }
 
+/// The binds of `rules`, outermost first: every rule path, except one that
+/// lies in a bind giving it as much already (a read-only rule inside any
+/// bind, a writable one inside a writable bind). A path named both ways is
+/// writable. `/proc` and `shown` are bound read-only unless a rule binds them.
+fn binds(rules: &RulePaths, shown: &[PathBuf]) -> Vec<Bind> {
+    let mut all: Vec<(PathBuf, bool)> = rules
+        .writable
+        .iter()
+        .map(|p| (p.clone(), true))
+        .chain(rules.readable.iter().map(|p| (p.clone(), false)))
+        .chain(shown.iter().map(|p| (p.clone(), false)))
+        .chain(std::iter::once((PathBuf::from(PROC), false)))
+        .collect();
+    // Outermost first; at one path the writable rule first.
+    all.sort_by_key(|(p, w)| (p.components().count(), !*w, p.clone()));
+    let mut out: Vec<Bind> = Vec::new();
+    for (path, writable) in all {
+        let inner = out
+            .iter()
+            .filter(|b| path.starts_with(&b.path))
+            .max_by_key(|b| b.path.components().count());
+        if let Some(b) = inner {
+            if b.writable || !writable {
+                continue;
+            }
+        }
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        out.push(Bind {
+            path,
+            writable,
+            dir: meta.is_dir(),
+        });
+    }
+    out
+}
+
+/// The skeleton that leads to `binds`: each bind's missing ancestors as
+/// directories (mode and owner as on the host), its mount point (a directory
+/// or an empty file), and the `links` that lie outside every bind. Parents
+/// come before their children.
+fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
+    let mut made: HashSet<PathBuf> = HashSet::new();
+    let mut out = Vec::new();
+    let inside = |p: &Path| binds.iter().any(|b| p.starts_with(&b.path));
+    let dir = |p: &Path, out: &mut Vec<Skel>, made: &mut HashSet<PathBuf>| {
+        let chain: Vec<&Path> = p.ancestors().collect();
+        for a in chain.into_iter().rev() {
+            if a == Path::new("/") || made.contains(a) || inside(a) {
+                continue;
+            }
+            made.insert(a.to_path_buf());
+            let (mode, uid, gid) = std::fs::metadata(a)
+                .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()))
+                .unwrap_or((0o755, 0, 0));
+            out.push(Skel::Dir {
+                path: a.to_path_buf(),
+                mode,
+                uid,
+                gid,
+            });
+        }
+    };
+    for b in binds {
+        if b.path == Path::new("/") {
+            continue;
+        }
+        let parent = b.path.parent().unwrap_or(Path::new("/"));
+        dir(parent, &mut out, &mut made);
+        if inside(parent) || made.contains(&b.path) {
+            continue;
+        }
+        made.insert(b.path.clone());
+        if b.dir {
+            let (mode, uid, gid) = std::fs::metadata(&b.path)
+                .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()))
+                .unwrap_or((0o755, 0, 0));
+            out.push(Skel::Dir {
+                path: b.path.clone(),
+                mode,
+                uid,
+                gid,
+            });
+        } else {
+            out.push(Skel::File(b.path.clone()));
+        }
+    }
+    let mut links: Vec<&Link> = links.iter().collect();
+    links.sort_by_key(|l| l.path.components().count());
+    for l in links {
+        if inside(&l.path) || made.contains(&l.path) || l.path == Path::new("/") {
+            continue;
+        }
+        let parent = l.path.parent().unwrap_or(Path::new("/"));
+        if inside(parent) {
+            continue;
+        }
+        dir(parent, &mut out, &mut made);
+        made.insert(l.path.clone());
+        out.push(Skel::Link(l.clone()));
+    }
+    out
+}
+
+/// The symbolic links met while resolving `path` on the host (each with its
+/// path as met: canonical parent, own name), following each as the kernel
+/// does (at most 40).
+pub fn links_along(path: &Path) -> Vec<Link> {
+    let mut out = Vec::new();
+    let mut todo: Vec<PathBuf> = vec![path.to_path_buf()];
+    let mut hops = 0;
+    while let Some(p) = todo.pop() {
+        let mut cur = PathBuf::from("/");
+        let comps: Vec<_> = p.components().skip(1).collect();
+        for (i, c) in comps.iter().enumerate() {
+            match c {
+                std::path::Component::ParentDir => {
+                    cur.pop();
+                    continue;
+                }
+                std::path::Component::CurDir => continue,
+                _ => {}
+            }
+            let next = cur.join(c);
+            match std::fs::read_link(&next) {
+                Ok(target) => {
+                    hops += 1;
+                    if hops > 40 {
+                        return out;
+                    }
+                    out.push(Link {
+                        path: next.clone(),
+                        target: target.clone(),
+                    });
+                    let mut rest = if target.is_absolute() {
+                        target
+                    } else {
+                        cur.join(target)
+                    };
+                    for r in &comps[i + 1..] {
+                        rest.push(r);
+                    }
+                    todo.push(rest);
+                    break;
+                }
+                Err(_) => cur = next,
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::open::FileId;
+    use crate::view::protected::Shape;
 
     fn entry(p: &str, kind: Kind, shape: Shape, exists: bool) -> Entry {
         Entry {
@@ -248,122 +421,145 @@ mod tests {
         }
     }
 
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(t.path()).unwrap();
+        (t, r)
+    }
+
     #[test]
-    fn covers_pins_and_named_paths() {
+    fn binds_keep_only_what_adds_rights_outermost_first() {
+        let (_t, r) = tree();
+        for d in ["w/sub", "w/ro", "u/rw", "u/x"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        let rules = RulePaths {
+            writable: vec![r.join("w"), r.join("w/sub"), r.join("u/rw")],
+            readable: vec![r.join("w/ro"), r.join("u"), r.join("u/x")],
+            links: Vec::new(),
+        };
+        let b: Vec<(PathBuf, bool)> = binds(&rules, &[])
+            .into_iter()
+            .map(|b| (b.path, b.writable))
+            .collect();
+        assert_eq!(
+            b,
+            vec![
+                (PathBuf::from(PROC), false),
+                (r.join("w"), true),
+                (r.join("u"), false),
+                (r.join("u/rw"), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_skeleton_leads_to_each_bind_and_keeps_links_outside_them() {
+        let (_t, r) = tree();
+        std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
+        std::fs::write(r.join("usr/lib64/ld.so"), "").unwrap();
+        std::fs::create_dir_all(r.join("home/u/.cargo")).unwrap();
+        std::os::unix::fs::symlink("usr/lib64", r.join("lib64")).unwrap();
+        std::fs::write(r.join("home/u/.gitconfig"), "").unwrap();
+        let rules = RulePaths {
+            writable: Vec::new(),
+            readable: vec![
+                r.join("usr"),
+                r.join("home/u/.cargo"),
+                r.join("home/u/.gitconfig"),
+            ],
+            links: links_along(&r.join("lib64/ld.so")),
+        };
+        assert_eq!(
+            rules.links,
+            vec![Link {
+                path: r.join("lib64"),
+                target: PathBuf::from("usr/lib64"),
+            }]
+        );
+        let plan = Plan::new(&ProtectedSet::default(), &rules, &[], &r);
+        let paths: Vec<&Path> = plan.skeleton.iter().map(Skel::path).collect();
+        assert!(paths.contains(&r.join("usr").as_path()));
+        assert!(paths.contains(&r.join("home/u").as_path()));
+        assert!(paths.contains(&r.join("lib64").as_path()));
+        assert!(plan
+            .skeleton
+            .contains(&Skel::File(r.join("home/u/.gitconfig"))));
+        // Parents before children.
+        let home = paths.iter().position(|p| *p == r.join("home")).unwrap();
+        let user = paths.iter().position(|p| *p == r.join("home/u")).unwrap();
+        assert!(home < user);
+    }
+
+    #[test]
+    fn covers_only_inside_binds_and_pins_inside_writable_ones() {
+        let (_t, r) = tree();
+        for d in ["w/.git/hooks", "h/.ssh", "h/.aws", "etc"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        let p = |s: &str| r.join(s).display().to_string();
         let set = ProtectedSet {
             entries: vec![
-                entry("/w/.git/hooks", Kind::ReadOnly, Shape::Dir, true),
-                entry("/w/.git/config", Kind::ReadOnly, Shape::File, true),
-                entry("/w/sock", Kind::Hidden, Shape::File, true),
-                entry("/h/.ssh", Kind::Hidden, Shape::Dir, true),
-                entry("/h/.aws", Kind::Hidden, Shape::Dir, true),
-                entry("/etc/ro-outside", Kind::ReadOnly, Shape::File, true),
+                entry(&p("w/.git/hooks"), Kind::ReadOnly, Shape::Dir, true),
+                entry(&p("w/sock"), Kind::Hidden, Shape::File, true),
+                entry(&p("h/.ssh"), Kind::Hidden, Shape::Dir, true),
+                entry(&p("h/.aws"), Kind::Hidden, Shape::Dir, true),
+                entry(&p("etc/shadow"), Kind::Hidden, Shape::File, true),
+                entry(&p("etc/ro-in-ro"), Kind::ReadOnly, Shape::File, true),
+                entry(&p("w/.mcp.json"), Kind::ReadOnly, Shape::File, false),
+                entry(&p("elsewhere/.ssh"), Kind::Hidden, Shape::Dir, true),
             ],
             truncated: false,
             incomplete: false,
         };
         let rules = RulePaths {
-            writable: vec![PathBuf::from("/w"), PathBuf::from("/h/.aws")],
-            readable: vec![PathBuf::from("/h/.ssh/known_hosts")],
+            writable: vec![r.join("w"), r.join("h/.aws")],
+            readable: vec![r.join("h/.ssh/known_hosts"), r.join("etc")],
+            links: Vec::new(),
         };
-        let plan = Plan::new(&set, &rules, Path::new("/w"));
-        assert_eq!(plan.pins, vec![PathBuf::from("/w/.git")]);
-        assert!(plan.covers.contains(&Cover::HideFile("/w/sock".into())));
+        let plan = Plan::new(&set, &rules, &[], &r.join("w"));
+        assert_eq!(plan.pins, vec![r.join("w/.git")]);
+        assert!(plan.covers.contains(&Cover::HideFile(r.join("w/sock"))));
         assert!(plan
             .covers
-            .contains(&Cover::ReadOnly("/w/.git/hooks".into())));
-        assert!(!plan.covers.iter().any(|c| c.path() == Path::new("/h/.aws")));
-        assert!(!plan
-            .covers
-            .iter()
-            .any(|c| c.path() == Path::new("/etc/ro-outside")));
-        let ssh = plan
-            .covers
-            .iter()
-            .find(|c| c.path() == Path::new("/h/.ssh"))
-            .unwrap();
-        let Cover::HideDir(_, holes) = ssh else {
-            panic!("{ssh:?}")
-        };
-        assert_eq!(holes[0].path, PathBuf::from("/h/.ssh/known_hosts"));
-        assert!(!holes[0].writable);
+            .contains(&Cover::ReadOnly(r.join("w/.git/hooks"))));
+        assert!(plan.covers.contains(&Cover::HideFile(r.join("etc/shadow"))));
+        // Named by a rule; outside every bind; read-only in a read-only bind.
+        for absent in ["h/.aws", "h/.ssh", "elsewhere/.ssh", "etc/ro-in-ro"] {
+            assert!(
+                !plan.covers.iter().any(|c| c.path() == r.join(absent)),
+                "{absent}: {:?}",
+                plan.covers
+            );
+        }
+        assert_eq!(plan.creatable, vec![r.join("w/.mcp.json")]);
     }
 
     #[test]
     fn covers_inside_a_hidden_directory_go_with_it() {
+        let (_t, r) = tree();
+        std::fs::create_dir_all(r.join("h")).unwrap();
+        let p = |s: &str| r.join(s).display().to_string();
         let set = ProtectedSet {
             entries: vec![
-                entry("/h/.ssh", Kind::Hidden, Shape::Dir, true),
-                entry("/h/.ssh/id_rsa", Kind::Hidden, Shape::File, true),
-                entry("/h/.ssh/keys/a", Kind::Hidden, Shape::File, true),
-                entry("/h/.sshx", Kind::Hidden, Shape::File, true),
-                entry("/h/.ssh2/k", Kind::Hidden, Shape::File, true),
-            ],
-            truncated: false,
-            incomplete: false,
-        };
-        let plan = Plan::new(&set, &RulePaths::default(), Path::new("/w"));
-        let paths: Vec<&Path> = plan.covers.iter().map(Cover::path).collect();
-        assert_eq!(
-            paths,
-            [
-                Path::new("/h/.ssh"),
-                Path::new("/h/.sshx"),
-                Path::new("/h/.ssh2/k")
-            ]
-        );
-    }
-
-    #[test]
-    fn missing_paths_get_placeholders_read_only_parents_or_are_logged() {
-        let t = tempfile::tempdir().unwrap();
-        let r = std::fs::canonicalize(t.path()).unwrap();
-        std::fs::create_dir_all(r.join("home/.docker")).unwrap();
-        std::fs::create_dir_all(r.join("elsewhere")).unwrap();
-        let h = r.join("home");
-        let p = |rel: &str| h.join(rel).display().to_string();
-        let set = ProtectedSet {
-            entries: vec![
-                entry(&p(".aws"), Kind::Hidden, Shape::Dir, false),
-                entry(&p(".netrc"), Kind::Hidden, Shape::NeutralFile, false),
-                entry(&p(".docker/config.json"), Kind::Hidden, Shape::File, false),
-                entry(&p("cfg/sandbox.yaml"), Kind::ReadOnly, Shape::File, false),
-                entry(&p(".profile"), Kind::ReadOnly, Shape::File, false),
-                entry(
-                    &r.join("elsewhere/x").display().to_string(),
-                    Kind::Hidden,
-                    Shape::Dir,
-                    false,
-                ),
+                entry(&p("h/.ssh"), Kind::Hidden, Shape::Dir, true),
+                entry(&p("h/.ssh/id_rsa"), Kind::Hidden, Shape::File, true),
+                entry(&p("h/.ssh/keys/a"), Kind::Hidden, Shape::File, true),
+                entry(&p("h/.sshx"), Kind::Hidden, Shape::File, true),
+                entry(&p("h/.ssh2/k"), Kind::Hidden, Shape::File, true),
             ],
             truncated: false,
             incomplete: false,
         };
         let rules = RulePaths {
-            writable: vec![h.clone()],
-            readable: Vec::new(),
+            writable: vec![r.join("h")],
+            ..RulePaths::default()
         };
-        let plan = Plan::new(&set, &rules, &h);
+        let plan = Plan::new(&set, &rules, &[], &r.join("h"));
+        let paths: Vec<PathBuf> = plan.covers.iter().map(|c| c.path().into()).collect();
         assert_eq!(
-            plan.placeholders,
-            vec![
-                Placeholder::Dir(h.join(".aws")),
-                Placeholder::File(h.join(".netrc")),
-                Placeholder::Dir(h.join("cfg")),
-            ]
+            paths,
+            [r.join("h/.ssh"), r.join("h/.sshx"), r.join("h/.ssh2/k")]
         );
-        assert!(plan
-            .covers
-            .contains(&Cover::HideDir(h.join(".aws"), Vec::new())));
-        assert!(plan.covers.contains(&Cover::HideFile(h.join(".netrc"))));
-        assert!(plan.covers.contains(&Cover::ReadOnly(h.join(".docker"))));
-        assert!(plan.covers.contains(&Cover::ReadOnly(h.join("cfg"))));
-        // Directly in the writable root, and never created: logged.
-        assert_eq!(plan.creatable, vec![h.join(".profile")]);
-        // Outside every writable rule nothing is needed.
-        assert!(!plan
-            .covers
-            .iter()
-            .any(|c| c.path().starts_with(r.join("elsewhere"))));
     }
 }

@@ -8,6 +8,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use super::glob::Glob;
+use super::plan::RulePaths;
 use crate::open::{identify, open_no_symlinks, FileId};
 use crate::policy::{anchor, PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};
 
@@ -59,6 +60,9 @@ pub struct ServerFiles {
     /// unpacked, the server's own executable, the binaries `toolsrv remote`
     /// installs.
     pub read_only: Vec<PathBuf>,
+    /// What every view shows read-only whatever the policy's rules, so that
+    /// tools can be run: the tools directory as configured and as served.
+    pub shown: Vec<PathBuf>,
 }
 
 /// Everything a protected set is gathered from.
@@ -74,6 +78,9 @@ pub struct Sources {
     pub deny_read: Vec<PathBuf>,
     /// `filesystem.deny_write`, expanded.
     pub deny_write: Vec<PathBuf>,
+    /// The policy's rule paths (`{CWD}` as the workspace): what the view
+    /// binds, and under which read-only rules a socket is masked.
+    pub rules: RulePaths,
 }
 
 /// The protected paths found, sorted.
@@ -201,6 +208,11 @@ impl ProtectedSet {
             set.add(&git_dir.join("hooks"), Kind::ReadOnly, Shape::Dir);
             set.add(&git_dir.join("config"), Kind::ReadOnly, Shape::File);
         }
+        for p in super::sockets::bound() {
+            if under_read_only_rule(&p, &src.rules) {
+                set.add(&p, Kind::Hidden, Shape::File);
+            }
+        }
         for (list, kind) in [
             (&src.deny_read, Kind::Hidden),
             (&src.deny_write, Kind::ReadOnly),
@@ -304,6 +316,24 @@ impl Collector {
     }
 }
 
+/// Whether the innermost rule path `p` lies in is a read-only one (`/proc`,
+/// which every view shows read-only, counts as one).
+fn under_read_only_rule(p: &Path, rules: &RulePaths) -> bool {
+    let depth = |r: &PathBuf| p.starts_with(r).then(|| r.components().count());
+    let writable = rules.writable.iter().filter_map(depth).max();
+    let readable = rules
+        .readable
+        .iter()
+        .chain(std::iter::once(&PathBuf::from(super::plan::PROC)))
+        .filter_map(depth)
+        .max();
+    match (readable, writable) {
+        (Some(r), Some(w)) => r > w,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
 /// A missing credential store's shape, from its name.
 fn credential_shape(p: &Path) -> Shape {
     let name = p
@@ -401,6 +431,7 @@ mod tests {
             server: ServerFiles::default(),
             deny_read: Vec::new(),
             deny_write: Vec::new(),
+            rules: RulePaths::default(),
         }
     }
 

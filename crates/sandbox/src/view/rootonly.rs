@@ -120,6 +120,7 @@ mod tests {
         let rules = RulePaths {
             writable: vec![r.join("rw")],
             readable: vec![r.clone()],
+            links: Vec::new(),
         };
         let (found, cut) = root_only(&rules);
         let paths: Vec<_> = found.iter().map(|e| e.path.clone()).collect();

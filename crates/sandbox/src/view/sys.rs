@@ -127,6 +127,19 @@ pub(crate) fn attach(tree: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
     check(ret).map(drop)
 }
 
+/// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, {attr_set: RDONLY})`:
+/// a detached tree read-only, with every mount in it.
+pub(crate) fn make_tree_read_only(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let c = CString::default();
+    set_attr_flags(
+        fd.as_raw_fd(),
+        &c,
+        libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+        MOUNT_ATTR_RDONLY,
+        0,
+    )
+}
+
 /// `mount_setattr(AT_FDCWD, path, AT_RECURSIVE?, {attr_set: RDONLY})`.
 pub(crate) fn make_read_only(path: &Path, recursive: bool) -> io::Result<()> {
     let c = c_path(path)?;
@@ -176,9 +189,19 @@ fn set_attr_flags(
 /// files, devices or programs), still writable so that its caller can
 /// create the few entries it needs before [`seal`]ing it.
 pub(crate) fn detached_tmpfs() -> io::Result<OwnedFd> {
+    tmpfs_with(c"0555")
+}
+
+/// A new, detached, empty tmpfs for a view's root (mode 0755, else as
+/// [`detached_tmpfs`]).
+pub(crate) fn detached_root() -> io::Result<OwnedFd> {
+    tmpfs_with(c"0755")
+}
+
+fn tmpfs_with(mode: &std::ffi::CStr) -> io::Result<OwnedFd> {
     // Safety: the name is NUL-terminated.
     let fs = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?;
-    for (key, value) in [(c"mode", c"0555"), (c"size", c"1m")] {
+    for (key, value) in [(c"mode", mode), (c"size", c"1m")] {
         // Safety: key and value are NUL-terminated; aux is unused.
         check(unsafe {
             libc::syscall(
@@ -228,26 +251,6 @@ pub(crate) fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> 
     Ok(true)
 }
 
-/// Creates the empty file `name` beneath `dir` with `mode`, failing if
-/// anything (a symbolic link included) is there.
-pub(crate) fn create_new_at(
-    dir: BorrowedFd<'_>,
-    name: &Path,
-    mode: libc::mode_t,
-) -> io::Result<()> {
-    let c = c_path(name)?;
-    // Safety: `c` is NUL-terminated and outlives the call.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            libc::c_uint::from(mode),
-        )
-    };
-    owned(fd.into()).map(drop)
-}
-
 /// Creates the empty file `name` beneath `dir` with `mode`.
 pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> io::Result<()> {
     let c = c_path(name)?;
@@ -263,24 +266,77 @@ pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) ->
     owned(fd.into()).map(drop)
 }
 
-/// `openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW)`: one directory
-/// component, never a symbolic link.
-pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
-    let c = c_path(name)?;
-    // Safety: `c` is NUL-terminated and outlives the call.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    owned(fd.into())
-}
-
 /// `open("/proc/thread-self/ns/mnt")`: this thread's mount namespace, kept
 /// alive as long as the descriptor.
 pub(crate) fn own_mount_namespace() -> io::Result<OwnedFd> {
     let f = std::fs::File::open("/proc/thread-self/ns/mnt")?;
     Ok(OwnedFd::from(f))
+}
+
+/// `fchdir(fd)`.
+pub(crate) fn fchdir(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // Safety: no pointers.
+    check(unsafe { libc::fchdir(fd.as_raw_fd()) }.into()).map(drop)
+}
+
+/// `chdir("/")`.
+pub(crate) fn chdir_root() -> io::Result<()> {
+    // Safety: a NUL-terminated literal.
+    check(unsafe { libc::chdir(c"/".as_ptr()) }.into()).map(drop)
+}
+
+/// `open("/", O_PATH | O_DIRECTORY)`: the current root, to leave it later.
+pub(crate) fn open_root() -> io::Result<OwnedFd> {
+    // Safety: a NUL-terminated literal.
+    owned(
+        unsafe {
+            libc::open(
+                c"/".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        }
+        .into(),
+    )
+}
+
+/// `pivot_root(".", ".")`: the working directory (a mount point) becomes
+/// the root, and the old root is stacked on top of it, to be unmounted.
+pub(crate) fn pivot_to_cwd() -> io::Result<()> {
+    // Safety: NUL-terminated literals.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) }).map(drop)
+}
+
+/// `umount2(".", MNT_DETACH)`: the mount whose root is the working directory.
+pub(crate) fn detach_cwd() -> io::Result<()> {
+    // Safety: a NUL-terminated literal.
+    check(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) }.into()).map(drop)
+}
+
+/// `symlinkat(target, dir, name)`.
+pub(crate) fn symlink_at(target: &Path, dir: BorrowedFd<'_>, name: &Path) -> io::Result<()> {
+    let t = c_path(target)?;
+    let n = c_path(name)?;
+    // Safety: both strings are NUL-terminated and outlive the call.
+    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) }.into()).map(drop)
+}
+
+/// `fchmodat(dir, name, mode)` and `fchownat(dir, name, uid, gid,
+/// AT_SYMLINK_NOFOLLOW)`: best effort (a tmpfs of the view's skeleton
+/// mirrors the host's modes and owners where it can).
+pub(crate) fn set_mode_owner(dir: BorrowedFd<'_>, name: &Path, mode: u32, uid: u32, gid: u32) {
+    let Ok(n) = c_path(name) else {
+        return;
+    };
+    // Safety: `n` is NUL-terminated and outlives the calls; failures are
+    // ignored on purpose (an unmapped owner in a user namespace, say).
+    unsafe {
+        libc::fchmodat(dir.as_raw_fd(), n.as_ptr(), mode as libc::mode_t, 0);
+        libc::fchownat(
+            dir.as_raw_fd(),
+            n.as_ptr(),
+            uid,
+            gid,
+            libc::AT_SYMLINK_NOFOLLOW,
+        );
+    }
 }

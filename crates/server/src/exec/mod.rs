@@ -145,6 +145,7 @@ impl Executor {
             let files = toolsrv_sandbox::view::ServerFiles {
                 hidden: absolute(&files.hidden),
                 read_only: absolute(&files.read_only),
+                shown: absolute(&files.shown),
             };
             let workspace = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
             self.views = Some(views::Views::start(

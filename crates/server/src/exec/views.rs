@@ -93,12 +93,14 @@ impl Views {
     fn sources(&self, policy: &Policy) -> Sources {
         let ctx = self.ctx();
         let (deny_read, deny_write) = policy.deny_lists(&ctx);
+        let rules = self.rule_paths(policy);
         Sources {
             ctx,
             workspace: self.workspace.clone(),
             server: self.server.clone(),
             deny_read,
             deny_write,
+            rules,
         }
     }
 
@@ -111,12 +113,15 @@ impl Views {
         }
     }
 
-    /// `policy`'s rule paths with `{CWD}` as the workspace.
+    /// `policy`'s rule paths with `{CWD}` as the workspace, and the
+    /// symbolic links on the way to them.
     fn rule_paths(&self, policy: &Policy) -> RulePaths {
-        let resolved = policy.resolve_whole(&self.ctx(), &[]);
+        let ctx = self.ctx();
+        let resolved = policy.resolve_whole(&ctx, &[]);
         RulePaths {
             writable: resolved.rw.iter().chain(&resolved.rwx).cloned().collect(),
             readable: resolved.ro.iter().chain(&resolved.rox).cloned().collect(),
+            links: policy.rule_links(&ctx),
         }
     }
 
@@ -203,10 +208,10 @@ impl Views {
         let mut tries = 0;
         let (sources, rules, view) = loop {
             let sources = self.sources(policy);
-            let rules = Arc::new(self.rule_paths(policy));
+            let rules = Arc::new(sources.rules.clone());
             let started = std::time::Instant::now();
             let extra = self.root_only(&rules);
-            match View::build(&sources, &rules, &extra) {
+            match View::build(&sources, &extra) {
                 Ok(view) => {
                     log_built(&view, started.elapsed());
                     break (sources, rules, Arc::new(view));
@@ -252,12 +257,6 @@ fn log_built(view: &View, took: Duration) {
         paths = %list(&mut plan.covers.iter().map(|c| c.path())),
         "filesystem view built"
     );
-    if !view.placeholders().is_empty() {
-        tracing::info!(
-            paths = %list(&mut view.placeholders().iter().map(PathBuf::as_path)),
-            "filesystem view: created empty owner-only placeholders for protected paths a tool could otherwise create"
-        );
-    }
     if !plan.creatable.is_empty() {
         tracing::warn!(
             paths = %list(&mut plan.creatable.iter().map(PathBuf::as_path)),

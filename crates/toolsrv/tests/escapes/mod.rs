@@ -35,18 +35,7 @@ use crate::util::{cli, example, toolsrv_bin, wait_until, Launch, Raw, Server, WA
 /// What Landlock makes a refused file operation print (EACCES).
 const EACCES: &str = "Permission denied";
 
-/// Whether `text` shows a refusal by the sandbox: Landlock's EACCES, the
-/// filesystem view's EROFS (a read-only mount) or EBUSY (a protected path
-/// or a pinned directory is a mount point: it cannot be removed or renamed).
-fn refused(text: &str) -> bool {
-    [
-        "Permission denied",
-        "Read-only file system",
-        "Device or resource busy",
-    ]
-    .iter()
-    .any(|e| text.contains(e))
-}
+use crate::sandbox::refused;
 
 /// The refusal of a reserved `env.NAME` (CONTRACT §6).
 fn reserved(name: &str) -> String {

@@ -203,9 +203,15 @@ async def bypass(session, s):
 
 
 def refused(text):
-    # Landlock's EACCES, or the filesystem view's EROFS (a write outside the
-    # writable rules meets a read-only mount first).
-    return "Permission denied" in text or "Read-only file system" in text
+    # Landlock's EACCES; the filesystem view's EROFS (a write outside the
+    # writable rules meets a read-only mount first) or ENOENT (a path no rule
+    # names does not exist in the view), as the C library and sh print it.
+    return any(e in text for e in (
+        "Permission denied",
+        "Read-only file system",
+        "No such file or directory",
+        "Directory nonexistent",
+    ))
 
 
 async def escape(session, s):
