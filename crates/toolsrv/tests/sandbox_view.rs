@@ -262,6 +262,56 @@ fn with_cwd_home_credential_stores_stay_hidden_and_home_stays_writable() {
     }
 }
 
+/// Attack (issue 34, high): mounts sit on dentries. When the human's editor
+/// (or `git config`) replaces a protected file by rename, the view's mount
+/// on the old dentry goes with it, and a tool that was already running
+/// could write the new file (on 8877a1f only the next run got a new view).
+///
+/// Expected: a background tool started before the replacement cannot write
+/// the new `.bashrc` once the view has covered it again in place, which it
+/// does within milliseconds of the rename (the time is printed).
+#[test]
+fn a_protected_file_replaced_on_the_host_stays_protected_for_a_running_tool() {
+    let hm = home();
+    let h = hm.h.clone();
+    let mut s = Session::no_auth(home_launch(&h));
+    let placed = |srv: &Server| {
+        srv.log_text()
+            .matches("protected what appeared on the host, in place")
+            .count()
+    };
+    let script = "while [ ! -e go ]; do sleep 0.01; done; \
+                  (echo evil >> .bashrc) 2>/dev/null && echo wrote > result || echo refused > result";
+    let pid = crate::procs_util::bg(
+        &mut s.c,
+        &[("tool", "shell"), ("agent", "a1"), ("command", script)],
+    )
+    .expect("bg");
+    let before = placed(&s.srv);
+    std::fs::write(h.join(".bashrc.new"), "# rc, edited\n").expect("new rc");
+    let renamed = Instant::now();
+    std::fs::rename(h.join(".bashrc.new"), h.join(".bashrc")).expect("rename");
+    assert!(
+        wait_until(WAIT, || placed(&s.srv) > before),
+        "the replaced file was not covered again: {}",
+        s.srv.log_text()
+    );
+    eprintln!("covered again {:?} after the rename", renamed.elapsed());
+    std::fs::write(h.join("go"), "").expect("go");
+    assert!(
+        wait_until(WAIT, || h.join("result").exists()),
+        "the background tool ({pid}) did not finish"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.join("result")).expect("result"),
+        "refused\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.join(".bashrc")).expect("rc"),
+        "# rc, edited\n"
+    );
+}
+
 /// A rule that names a protected path (or a path inside it) grants it as
 /// written: here `ro: ~/.ssh/known_hosts`.
 ///
@@ -585,11 +635,11 @@ fn views_built(srv: &Server) -> usize {
 /// The main policy's view is built when the server starts, not by the first
 /// run (which used to wait for it on the server's one runtime thread: a
 /// fifth of a second on a root server scanning for root-only files, with
-/// every connection stalled); and a view in use whose protected set changes
-/// is built again in the background, so the next run finds it ready and
-/// protecting the new path.
+/// every connection stalled); and what appears on the host later is
+/// protected in place, in the view the runs share (no rebuild: a tool that
+/// plants repositories cannot make every call build a view).
 #[test]
-fn the_view_is_built_at_startup_and_rebuilt_before_the_next_run() {
+fn the_view_is_built_at_startup_and_protects_what_appears_in_place() {
     let (_d, cwd) = tmp();
     let mut s = Session::no_auth(Launch::new().cwd(&cwd));
     // No run yet: only `load` went over the socket.
@@ -607,12 +657,15 @@ fn the_view_is_built_at_startup_and_rebuilt_before_the_next_run() {
     assert!(o.status.success(), "{o:?}");
     std::fs::rename(elsewhere.join(".git"), cwd.join(".git")).expect("move .git");
     assert!(
-        wait_until(WAIT, || views_built(&s.srv) == 2),
-        "no rebuild without a run: {}",
+        wait_until(WAIT, || s
+            .srv
+            .log_text()
+            .contains("protected what appeared on the host, in place")),
+        "not protected in place: {}",
         s.srv.log_text()
     );
     s.refused("echo x > .git/hooks/pre-commit");
-    assert_eq!(views_built(&s.srv), 2, "{}", s.srv.log_text());
+    assert_eq!(views_built(&s.srv), 1, "{}", s.srv.log_text());
 }
 
 /// A run that needs a filesystem view which is not built yet waits for it on

@@ -43,7 +43,10 @@ pub(crate) fn build(plan: &Plan) -> Result<Built, ViewError> {
         })?
 }
 
-fn step<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> ViewError + 'a {
+pub(crate) fn step<'a>(
+    step: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> ViewError + 'a {
     move |source| ViewError::Step {
         step,
         path: path.to_path_buf(),
@@ -98,20 +101,11 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
             Err(e) => return Err(step("clone a rule path", &b.path)(e)),
         }
     }
-    let mut hole_clones: Vec<Vec<(Hole, OwnedFd)>> = Vec::new();
-    for c in &plan.covers {
-        let mut v = Vec::new();
-        if let Cover::HideDir(_, holes) = c {
-            for h in holes {
-                match sys::clone_tree(&h.path, true) {
-                    Ok(fd) => v.push((h.clone(), fd)),
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(step("clone a rule inside a hidden path", &h.path)(e)),
-                }
-            }
-        }
-        hole_clones.push(v);
-    }
+    let hole_clones = plan
+        .covers
+        .iter()
+        .map(clone_holes)
+        .collect::<Result<Vec<_>, _>>()?;
     // 2. The new root: a rule on `/` itself, else a tmpfs with the skeleton.
     let new_root = match clones.iter().position(|(b, _)| b.path == root) {
         Some(i) => {
@@ -133,43 +127,17 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     };
     sys::attach(new_root.as_fd(), root).map_err(step("attach the new root", root))?;
     sys::fchdir(new_root.as_fd()).map_err(step("enter the new root", root))?;
-    // 3. The rule paths, outermost first.
+    // 3. The rule paths, outermost first; 4. pins (before the covers, which
+    //    go on top); 5. read-only binds and masks, outermost first.
     for (b, fd) in &clones {
-        let at = rel(&b.path);
-        sys::attach(fd.as_fd(), &at).map_err(step("bind a rule path", &b.path))?;
-        if !b.writable {
-            sys::make_read_only(&at, true).map_err(step("make a rule read-only", &b.path))?;
-        }
+        attach_bind(b, fd.as_fd())?;
     }
-    // 4. Pins (before the covers, which go on top).
     for d in &plan.pins {
-        let at = rel(d);
-        match sys::clone_tree(&at, true).and_then(|fd| sys::attach(fd.as_fd(), &at)) {
-            Ok(()) => {}
-            Err(e) if changed_under_us(&e, d) => {
-                tracing::warn!(path = %d.display(), error = %e, "filesystem view: a directory to pin changed while the view was built; skipped")
-            }
-            Err(e) => return Err(step("pin a directory", d)(e)),
-        }
+        pin(d)?;
     }
-    // 5. Read-only binds and masks, outermost first.
     let empty = empty_file()?;
     for (c, holes) in plan.covers.iter().zip(hole_clones) {
-        let at = rel(c.path());
-        let r = match c {
-            Cover::ReadOnly(_) => bind_read_only(&at),
-            Cover::HideFile(_) => sys::clone_at(empty.as_fd(), Path::new("empty"))
-                .and_then(|fd| sys::attach(fd.as_fd(), &at)),
-            Cover::HideDir(p, _) => hide_dir(p, holes),
-        };
-        match r {
-            Ok(()) => {}
-            Err(e) if gone(&e) => {}
-            Err(e) if changed_under_us(&e, c.path()) => {
-                tracing::warn!(path = %c.path().display(), error = %e, "filesystem view: a protected path is (or became) a symbolic link, which a mount cannot cover; skipped")
-            }
-            Err(e) => return Err(step("protect", c.path())(e)),
-        }
+        cover(c, holes, empty.as_fd())?;
     }
     // 6. Into the new root; the host's tree goes.
     sys::pivot_to_cwd().map_err(step("pivot_root", root))?;
@@ -185,8 +153,76 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     Ok(Built { ns, workspace })
 }
 
+/// Attaches the clone `fd` of the bind `b` at its path (relative to the
+/// working directory, the view's root), read-only unless it is writable.
+pub(crate) fn attach_bind(b: &Bind, fd: std::os::fd::BorrowedFd<'_>) -> Result<(), ViewError> {
+    let at = rel(&b.path);
+    sys::attach(fd, &at).map_err(step("bind a rule path", &b.path))?;
+    if !b.writable {
+        sys::make_read_only(&at, true).map_err(step("make a rule read-only", &b.path))?;
+    }
+    Ok(())
+}
+
+/// Pins the directory `d` (binds it onto itself): skipped when it changed
+/// under us (logged).
+pub(crate) fn pin(d: &Path) -> Result<(), ViewError> {
+    let at = rel(d);
+    match sys::clone_tree(&at, true).and_then(|fd| sys::attach(fd.as_fd(), &at)) {
+        Ok(()) => Ok(()),
+        Err(e) if changed_under_us(&e, d) => {
+            tracing::warn!(path = %d.display(), error = %e, "filesystem view: a directory to pin changed while the view was built; skipped");
+            Ok(())
+        }
+        Err(e) => Err(step("pin a directory", d)(e)),
+    }
+}
+
+/// Makes the cover `c` (with the clones of its holes), the empty file of
+/// file masks being `empty`: skipped when its path went away or became a
+/// symbolic link (logged; the mounts are verified afterwards).
+pub(crate) fn cover(
+    c: &Cover,
+    holes: Vec<(Hole, OwnedFd)>,
+    empty: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), ViewError> {
+    let at = rel(c.path());
+    let r = match c {
+        Cover::ReadOnly(_) => bind_read_only(&at),
+        Cover::HideFile(_) => {
+            sys::clone_at(empty, Path::new("empty")).and_then(|fd| sys::attach(fd.as_fd(), &at))
+        }
+        Cover::HideDir(p, _) => hide_dir(p, holes),
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if gone(&e) => Ok(()),
+        Err(e) if changed_under_us(&e, c.path()) => {
+            tracing::warn!(path = %c.path().display(), error = %e, "filesystem view: a protected path is (or became) a symbolic link, which a mount cannot cover; skipped");
+            Ok(())
+        }
+        Err(e) => Err(step("protect", c.path())(e)),
+    }
+}
+
+/// The clones of `c`'s holes (rule paths inside a hidden directory), made
+/// while the host's tree is reachable.
+pub(crate) fn clone_holes(c: &Cover) -> Result<Vec<(Hole, OwnedFd)>, ViewError> {
+    let mut v = Vec::new();
+    if let Cover::HideDir(_, holes) = c {
+        for h in holes {
+            match sys::clone_tree(&h.path, true) {
+                Ok(fd) => v.push((h.clone(), fd)),
+                Err(e) if gone(&e) => {}
+                Err(e) => return Err(step("clone a rule inside a hidden path", &h.path)(e)),
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// Makes one skeleton entry in the root tmpfs `root` (its parents exist).
-fn place(root: std::os::fd::BorrowedFd<'_>, s: &Skel) -> io::Result<()> {
+pub(crate) fn place(root: std::os::fd::BorrowedFd<'_>, s: &Skel) -> io::Result<()> {
     let at = rel(s.path());
     match s {
         Skel::Dir { mode, uid, gid, .. } => {
@@ -238,7 +274,7 @@ fn hide_dir(p: &Path, holes: Vec<(Hole, OwnedFd)>) -> io::Result<()> {
 }
 
 /// A sealed detached tmpfs holding one empty file `empty` (mode 0400).
-fn empty_file() -> Result<OwnedFd, ViewError> {
+pub(crate) fn empty_file() -> Result<OwnedFd, ViewError> {
     let root = Path::new("empty");
     let fs = sys::detached_tmpfs().map_err(step("make a tmpfs", root))?;
     sys::create_at(fs.as_fd(), root, 0o400).map_err(step("make the empty file", root))?;

@@ -25,17 +25,23 @@
 
 mod build;
 pub mod glob;
+pub mod live;
 pub mod plan;
 pub mod protected;
 pub mod rootonly;
 pub mod sockets;
 mod sys;
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-pub use plan::{links_along, Link, Plan, RulePaths};
+use toolsrv_base::LockUnpoisoned;
+
+use crate::open::FileId;
+
+pub use plan::{links_along, Cover, Link, Plan, RulePaths};
 pub use protected::{Entry, Kind, ProtectedSet, ServerFiles, Sources};
 
 use crate::workdir::WorkDir;
@@ -116,13 +122,71 @@ pub enum ViewError {
 }
 
 /// A built view: its namespace (alive as long as this value), the workspace
-/// opened inside it, and what it protects.
+/// opened inside it, and what it protects now.
 #[derive(Debug)]
 pub struct View {
     ns: OwnedFd,
     workspace: Arc<WorkDir>,
-    set: ProtectedSet,
-    plan: Plan,
+    state: Mutex<State>,
+}
+
+/// What a view protects and what is mounted in it.
+#[derive(Debug)]
+struct State {
+    /// The protected set it was last planned from (the rescan compares).
+    set: Arc<ProtectedSet>,
+    /// The rule paths it was last planned from.
+    rules: RulePaths,
+    /// The plan of what is mounted: every bind, pin and cover made so far.
+    applied: Arc<Plan>,
+    /// The identity of each covered path when it was covered: a protected
+    /// file replaced by a new one is covered again.
+    ids: HashMap<PathBuf, Option<FileId>>,
+    /// Mount targets a refresh could not confirm (tried again next time).
+    pending: Vec<PathBuf>,
+}
+
+/// What a [`View::refresh`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refreshed {
+    /// Mounts added to the view (binds, pins, covers).
+    pub added: usize,
+    /// The paths of what was added (for the debug log).
+    pub paths: Vec<PathBuf>,
+    /// Mount targets still not in place (skipped: a path swapped for a link
+    /// meanwhile, or gone); tried again at the next refresh.
+    pub pending: Vec<PathBuf>,
+}
+
+/// The plan of `sources` with `extra` entries protected too.
+fn plan_for(set: &ProtectedSet, sources: &Sources, extra: &[Entry]) -> Plan {
+    let mut planned = set.clone();
+    planned.entries.extend(extra.iter().cloned());
+    planned.entries.sort();
+    planned
+        .entries
+        .dedup_by(|later, earlier| later.path == earlier.path);
+    let shown: Vec<PathBuf> = sources
+        .server
+        .shown
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    Plan::new(&planned, &sources.rules, &shown, &sources.workspace)
+}
+
+/// The identity each cover of `plan` had in `set` (and in `extra`).
+fn cover_ids(plan: &Plan, set: &ProtectedSet, extra: &[Entry]) -> HashMap<PathBuf, Option<FileId>> {
+    let ids: HashMap<&std::path::Path, Option<FileId>> = set
+        .entries
+        .iter()
+        .chain(extra)
+        .map(|e| (e.path.as_path(), e.id))
+        .collect();
+    plan.covers
+        .iter()
+        .map(|c| (c.path().to_path_buf(), ids.get(c.path()).copied().flatten()))
+        .collect()
 }
 
 impl View {
@@ -131,25 +195,123 @@ impl View {
     /// not part of [`View::protected`], which the rescan compares.
     pub fn build(sources: &Sources, extra: &[Entry]) -> Result<View, ViewError> {
         let set = ProtectedSet::gather(sources);
-        let mut planned = set.clone();
-        planned.entries.extend(extra.iter().cloned());
-        planned.entries.sort();
-        planned
-            .entries
-            .dedup_by(|later, earlier| later.path == earlier.path);
-        let shown: Vec<PathBuf> = sources
-            .server
-            .shown
-            .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect();
-        let plan = Plan::new(&planned, &sources.rules, &shown, &sources.workspace);
+        let plan = plan_for(&set, sources, extra);
         let built = build::build(&plan)?;
+        let ids = cover_ids(&plan, &set, extra);
         Ok(View {
             ns: built.ns,
             workspace: Arc::new(built.workspace),
-            set,
-            plan,
+            state: Mutex::new(State {
+                set: Arc::new(set),
+                rules: sources.rules.clone(),
+                applied: Arc::new(plan),
+                ids,
+                pending: Vec::new(),
+            }),
+        })
+    }
+
+    /// Brings the view up to date with `sources` (gathered again) in place,
+    /// for the runs under way too: new binds, pins and covers are mounted in
+    /// its namespace (see [`live`]); nothing is taken away. A set that could
+    /// not be gathered whole (`incomplete`) changes nothing.
+    pub fn refresh(&self, sources: &Sources, extra: &[Entry]) -> Result<Refreshed, ViewError> {
+        let set = ProtectedSet::gather(sources);
+        if set.incomplete {
+            return Ok(Refreshed::default());
+        }
+        let (applied, old_ids) = {
+            let st = self.state.lock_unpoisoned();
+            if *st.set == set && st.rules == sources.rules && st.pending.is_empty() {
+                return Ok(Refreshed::default());
+            }
+            (st.applied.clone(), st.ids.clone())
+        };
+        let plan = plan_for(&set, sources, extra);
+        let new_ids = cover_ids(&plan, &set, extra);
+        let covered: std::collections::HashSet<&std::path::Path> =
+            applied.covers.iter().map(Cover::path).collect();
+        let delta = live::Delta {
+            skeleton: plan
+                .skeleton
+                .iter()
+                .filter(|s| !applied.skeleton.iter().any(|a| a.path() == s.path()))
+                .cloned()
+                .collect(),
+            binds: plan
+                .binds
+                .iter()
+                .filter(|b| !applied.binds.contains(b))
+                .cloned()
+                .collect(),
+            pins: plan
+                .pins
+                .iter()
+                .filter(|p| !applied.pins.contains(p))
+                .cloned()
+                .collect(),
+            covers: plan
+                .covers
+                .iter()
+                .filter(|c| {
+                    let p = c.path();
+                    !covered.contains(p) || old_ids.get(p) != new_ids.get(p)
+                })
+                .cloned()
+                .collect(),
+        };
+        let pending = if delta.is_empty() {
+            Vec::new()
+        } else {
+            live::apply(self.ns.as_fd(), &delta)?
+        };
+        let mut merged = (*applied).clone();
+        merged.skeleton.extend(delta.skeleton.iter().cloned());
+        merged.binds.extend(
+            delta
+                .binds
+                .iter()
+                .filter(|b| !pending.contains(&b.path))
+                .cloned(),
+        );
+        merged
+            .pins
+            .extend(delta.pins.iter().filter(|p| !pending.contains(p)).cloned());
+        let mut ids = old_ids;
+        let renewed: std::collections::HashSet<&std::path::Path> = delta
+            .covers
+            .iter()
+            .map(Cover::path)
+            .filter(|p| !pending.iter().any(|q| q == p))
+            .collect();
+        merged.covers.retain(|a| !renewed.contains(a.path()));
+        for c in delta.covers.iter().filter(|c| renewed.contains(c.path())) {
+            merged.covers.push(c.clone());
+            ids.insert(
+                c.path().to_path_buf(),
+                new_ids.get(c.path()).copied().flatten(),
+            );
+        }
+        merged.creatable = plan.creatable.clone();
+        let paths = delta
+            .binds
+            .iter()
+            .map(|b| b.path.clone())
+            .chain(delta.pins.iter().cloned())
+            .chain(delta.covers.iter().map(|c| c.path().to_path_buf()))
+            .filter(|p| !pending.contains(p))
+            .collect::<Vec<PathBuf>>();
+        let added = paths.len();
+        let mut st = self.state.lock_unpoisoned();
+        st.set = Arc::new(set);
+        st.rules = sources.rules.clone();
+        st.applied = Arc::new(merged);
+        st.ids = ids;
+        st.pending = pending.clone();
+        Ok(Refreshed {
+            added,
+            paths,
+            pending,
         })
     }
 
@@ -164,13 +326,13 @@ impl View {
         &self.workspace
     }
 
-    /// What the view protects.
-    pub fn protected(&self) -> &ProtectedSet {
-        &self.set
+    /// What the view protects now.
+    pub fn protected(&self) -> Arc<ProtectedSet> {
+        self.state.lock_unpoisoned().set.clone()
     }
 
-    /// The mounts it was built with.
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    /// What is mounted in it now.
+    pub fn plan(&self) -> Arc<Plan> {
+        self.state.lock_unpoisoned().applied.clone()
     }
 }

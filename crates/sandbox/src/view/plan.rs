@@ -53,6 +53,9 @@ pub struct Bind {
     pub writable: bool,
     /// A directory (else a file: its mount point is an empty file).
     pub dir: bool,
+    /// What it is on the host (device, inode): a rule path removed and made
+    /// again is a new bind.
+    pub id: (u64, u64),
 }
 
 /// One entry of the skeleton.
@@ -284,6 +287,7 @@ fn binds(rules: &RulePaths, shown: &[PathBuf]) -> Vec<Bind> {
             path,
             writable,
             dir: meta.is_dir(),
+            id: (meta.dev(), meta.ino()),
         });
     }
     out

@@ -340,3 +340,25 @@ pub(crate) fn set_mode_owner(dir: BorrowedFd<'_>, name: &Path, mode: u32, uid: u
         );
     }
 }
+
+/// `unshare(CLONE_FS)`: this thread gets its own root and working
+/// directory, so that it may enter another mount namespace alone.
+pub(crate) fn unshare_fs() -> io::Result<()> {
+    // Safety: unshare takes no pointers.
+    check(unsafe { libc::unshare(libc::CLONE_FS) }.into()).map(drop)
+}
+
+/// `setns(fd, CLONE_NEWNS)`: this thread (after [`unshare_fs`]) enters the
+/// mount namespace `fd`; its root and working directory become that
+/// namespace's root.
+pub(crate) fn enter_mount_namespace(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // Safety: no pointers.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) }.into()).map(drop)
+}
+
+/// `mount_setattr(AT_FDCWD, path, 0, {attr_clr: RDONLY})`: the mount at
+/// `path` writable again (the view's root, while mount points are made).
+pub(crate) fn make_writable(path: &Path) -> io::Result<()> {
+    let c = c_path(path)?;
+    set_attr(libc::AT_FDCWD, &c, false, 0, MOUNT_ATTR_RDONLY)
+}

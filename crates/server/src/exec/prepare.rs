@@ -238,11 +238,11 @@ impl Executor {
         // `{CWD}` in the policy is the request's directory: a sandboxed request
         // must not widen its own sandbox by naming `/` or another tree. In a
         // view it is opened inside the view, where the child will be.
-        let base = view.as_ref().map_or(&self.base_cwd, |(v, _)| v.workspace());
+        let base = view.as_ref().map_or(&self.base_cwd, |v| v.workspace());
         let workdir = open_cwd(base, payload.cwd.as_deref(), sandboxed)?;
         let cwd = workdir.path().to_path_buf();
         if sandboxed {
-            self.check_cwd(&cwd, view.as_ref().map(|(v, _)| &**v))?;
+            self.check_cwd(&cwd, view.as_deref())?;
         }
         // The request's `env.NAME` values reach the tool like string arguments
         // (a script may `eval "$FOO"`), so they are checked like them (CONTRACT §6).
@@ -304,7 +304,7 @@ impl Executor {
             workdir,
             timeout,
             confinement,
-            view: view.map(|(v, _)| v),
+            view,
             tool,
             payload,
         })

@@ -1,16 +1,20 @@
 //! The filesystem views of the sandboxed runs (`toolsrv_sandbox::view`): one
 //! per policy (the main one and each profile in use), built on first use,
-//! and rebuilt when what they protect changes. A background thread gathers
-//! each view's protected set again about once a second (the fixed lists,
-//! the repositories, the globs' matches) and the policy's rule paths, and
-//! marks a view whose set or rule paths differ stale; no run enters a stale
-//! view. The thread builds the main policy's view at startup and a stale
-//! view that runs used since the last rescan again at once; a run that finds
-//! its view missing or stale waits for the build, on a blocking thread, not
-//! the runtime's (a root server's first build scans for root-only files for
-//! about a tenth of a second, which would stall every connection). Runs hold their
-//! view (an `Arc`) until they have started; an old view is dropped with its
-//! last run.
+//! and kept up to date in place. A background thread brings each view up
+//! to date about once a second, and within milliseconds when a covered path
+//! is replaced (`trigger`): what appeared or was replaced on the host (a
+//! secret file, a repository, a glob's new match, a socket under a
+//! read-only rule, a rule path made later) is mounted into the view the
+//! runs share, for the runs under way too; nothing is rebuilt, so a tool
+//! that plants repositories cannot make every call build a view. A view
+//! that cannot be brought up to date is marked stale: no run enters it
+//! again, and the next run builds a new one. The thread builds the main
+//! policy's view at startup; a run that finds its view missing or stale
+//! waits for the build, on a blocking thread, not the runtime's. Runs hold
+//! their view (an `Arc`) until they have started; an old view is dropped
+//! with its last run.
+
+mod trigger;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,22 +23,19 @@ use std::time::Duration;
 
 use toolsrv_base::LockUnpoisoned;
 use toolsrv_sandbox::policy::{PathContext, Policy};
-use toolsrv_sandbox::view::{ProtectedSet, RulePaths, ServerFiles, Sources, View, ViewError};
+use toolsrv_sandbox::view::{RulePaths, ServerFiles, Sources, View, ViewError};
 
 /// How often the protected sets are gathered again.
 const RESCAN: Duration = Duration::from_secs(1);
 /// At most this many views are kept.
 const KEPT: usize = 8;
 
-/// One view and what it was built from.
+/// One view and the policy it was built for.
 struct Slot {
     policy: Arc<Policy>,
     view: Arc<View>,
-    sources: Sources,
-    rules: Arc<RulePaths>,
+    /// It could not be refreshed in place: no run enters it again.
     stale: AtomicBool,
-    /// Handed to a run since the last rescan: rebuilt at once when stale.
-    used: AtomicBool,
 }
 
 /// The views, by policy.
@@ -77,7 +78,7 @@ impl Views {
             .spawn(move || {
                 if let Some(v) = weak.upgrade() {
                     // A failure is the first run's to report (it builds again).
-                    if let Err(e) = v.get_blocking(&main, false) {
+                    if let Err(e) = v.get_blocking(&main) {
                         tracing::warn!(error = %e, "filesystem view: the build at startup failed; the first sandboxed run tries again");
                     }
                 }
@@ -154,17 +155,17 @@ impl Views {
         found
     }
 
-    /// The current view for `policy`, and its rule paths; when there is
-    /// none or it is stale, built on a blocking thread while this waits.
+    /// The current view for `policy`; when there is none or it is stale,
+    /// built on a blocking thread while this waits.
     pub(crate) async fn get(
         self: &Arc<Self>,
         policy: &Arc<Policy>,
-    ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
-        if let Some(ready) = self.ready(policy, true) {
+    ) -> Result<Arc<View>, ViewError> {
+        if let Some(ready) = self.ready(policy) {
             return Ok(ready);
         }
         let (views, p) = (self.clone(), policy.clone());
-        match tokio::task::spawn_blocking(move || views.get_blocking(&p, true)).await {
+        match tokio::task::spawn_blocking(move || views.get_blocking(&p)).await {
             Ok(built) => built,
             Err(e) => Err(ViewError::Step {
                 step: "build",
@@ -174,39 +175,30 @@ impl Views {
         }
     }
 
-    /// The current, fresh view for `policy`, if there is one; marked used
-    /// when it is for a run (`for_run`), not for the views' own thread.
-    fn ready(&self, policy: &Arc<Policy>, for_run: bool) -> Option<(Arc<View>, Arc<RulePaths>)> {
+    /// The current, fresh view for `policy`, if there is one.
+    fn ready(&self, policy: &Arc<Policy>) -> Option<Arc<View>> {
         let slots = self.slots.lock_unpoisoned();
-        let s = slots
+        slots
             .iter()
-            .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))?;
-        if for_run {
-            s.used.store(true, Ordering::Relaxed);
-        }
-        Some((s.view.clone(), s.rules.clone()))
+            .find(|s| Arc::ptr_eq(&s.policy, policy) && !s.stale.load(Ordering::Relaxed))
+            .map(|s| s.view.clone())
     }
 
     /// As [`Views::get`], on the calling thread: builds the view when there
-    /// is none or it is stale (once, however many threads ask at a time);
-    /// `for_run` as for [`Views::ready`].
-    fn get_blocking(
-        &self,
-        policy: &Arc<Policy>,
-        for_run: bool,
-    ) -> Result<(Arc<View>, Arc<RulePaths>), ViewError> {
-        if let Some(ready) = self.ready(policy, for_run) {
+    /// is none or it is stale (once, however many threads ask at a time).
+    fn get_blocking(&self, policy: &Arc<Policy>) -> Result<Arc<View>, ViewError> {
+        if let Some(ready) = self.ready(policy) {
             return Ok(ready);
         }
         let _building = self.building.lock_unpoisoned();
-        if let Some(ready) = self.ready(policy, for_run) {
+        if let Some(ready) = self.ready(policy) {
             return Ok(ready);
         }
         // A tool may change the workspace while the view is planned and
         // built (a directory on the way to a protected path replaced): plan
         // again from what is there, a few times, before giving up.
         let mut tries = 0;
-        let (sources, rules, view) = loop {
+        let view = loop {
             let sources = self.sources(policy);
             let rules = Arc::new(sources.rules.clone());
             let started = std::time::Instant::now();
@@ -214,7 +206,7 @@ impl Views {
             match View::build(&sources, &extra) {
                 Ok(view) => {
                     log_built(&view, started.elapsed());
-                    break (sources, rules, Arc::new(view));
+                    break Arc::new(view);
                 }
                 Err(e) if tries < BUILD_TRIES => {
                     tries += 1;
@@ -226,10 +218,7 @@ impl Views {
         let slot = Arc::new(Slot {
             policy: policy.clone(),
             view: view.clone(),
-            sources,
-            rules: rules.clone(),
             stale: AtomicBool::new(false),
-            used: AtomicBool::new(for_run),
         });
         let mut slots = self.slots.lock_unpoisoned();
         slots.retain(|s| !(Arc::ptr_eq(&s.policy, policy) || s.stale.load(Ordering::Relaxed)));
@@ -237,71 +226,112 @@ impl Views {
             slots.remove(0);
         }
         slots.push(slot);
-        Ok((view, rules))
+        Ok(view)
     }
 }
 
-/// Says what a new view protects.
+/// Says what a new view protects: counts at `info`, the paths at `debug`
+/// (a root server's view covers thousands of paths: a line of them per
+/// build made the log unreadable).
 fn log_built(view: &View, took: Duration) {
     let plan = view.plan();
-    let list = |v: &mut dyn Iterator<Item = &Path>| {
-        v.map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let set = view.protected();
     tracing::info!(
+        binds = plan.binds.len(),
         covers = plan.covers.len(),
         pins = plan.pins.len(),
-        protected = view.protected().entries.len(),
+        watched = plan.creatable.len(),
+        protected = set.entries.len(),
         took_ms = took.as_millis() as u64,
-        paths = %list(&mut plan.covers.iter().map(|c| c.path())),
         "filesystem view built"
     );
+    tracing::debug!(
+        binds = %list(plan.binds.iter().map(|b| b.path.as_path())),
+        covers = %list(plan.covers.iter().map(|c| c.path())),
+        "filesystem view: what it binds and covers"
+    );
     if !plan.creatable.is_empty() {
-        tracing::warn!(
-            paths = %list(&mut plan.creatable.iter().map(PathBuf::as_path)),
-            "filesystem view: these protected paths do not exist and lie directly in a writable rule's directory: a tool can create them; they are protected from the next run once they exist"
+        tracing::debug!(
+            paths = %list(plan.creatable.iter().map(PathBuf::as_path)),
+            "filesystem view: protected paths that do not exist yet in a writable rule (watched)"
         );
     }
-    if view.protected().truncated {
+    if set.truncated {
         tracing::warn!("filesystem view: a glob or the repository scan stopped at its budget; some matches are not protected");
     }
 }
 
-/// Gathers each view's protected set again, once a second, until the views
-/// are dropped; a view that changed is marked stale, and built again at once
-/// if runs used it since the last rescan (others when a run asks for them).
+fn list<'a>(paths: impl Iterator<Item = &'a Path>) -> String {
+    paths
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Brings each view up to date once a second, and soon after a covered
+/// path's directory changes, until the views are dropped: what appeared or
+/// was replaced on the host is protected in place, for the runs under way
+/// too (`View::refresh`); a view that cannot be refreshed is marked stale
+/// and built again for the next run. Refreshes woken by the trigger are at
+/// least [`WOKEN_GAP`] apart (a tool that churns a watched directory costs
+/// at most ten gatherings a second).
 fn rescan(views: Weak<Views>) {
+    let mut trigger = trigger::Trigger::new();
+    let mut last = std::time::Instant::now();
+    // The first round at once: it sets the trigger's watches for the view
+    // built at startup.
+    let mut first = true;
     loop {
-        std::thread::sleep(RESCAN);
+        if !std::mem::take(&mut first) && trigger.wait(RESCAN.saturating_sub(last.elapsed())) {
+            std::thread::sleep(WOKEN_GAP.saturating_sub(last.elapsed()));
+        }
+        last = std::time::Instant::now();
         let Some(v) = views.upgrade() else {
             return;
         };
         let slots: Vec<Arc<Slot>> = v.slots.lock_unpoisoned().clone();
-        drop(v);
         for s in slots {
             if s.stale.load(Ordering::Relaxed) {
                 continue;
             }
-            let used = s.used.swap(false, Ordering::Relaxed);
-            let now = ProtectedSet::gather(&s.sources);
-            if now.incomplete {
-                // Out of descriptors, say: no reason to rebuild.
-                continue;
+            v.refresh(&s);
+            let plan = s.view.plan();
+            trigger.watch(
+                plan.covers
+                    .iter()
+                    .map(|c| c.path())
+                    .filter(|p| plan.bind_of(p).is_some_and(|b| b.writable)),
+            );
+        }
+    }
+}
+
+/// The shortest time between two refreshes the trigger woke.
+const WOKEN_GAP: Duration = Duration::from_millis(100);
+
+impl Views {
+    /// Refreshes the view of `slot` in place (see [`rescan`]).
+    fn refresh(&self, slot: &Slot) {
+        let sources = self.sources(&slot.policy);
+        let rules = Arc::new(sources.rules.clone());
+        let extra = self.root_only(&rules);
+        match slot.view.refresh(&sources, &extra) {
+            Ok(r) => {
+                if r.added > 0 {
+                    tracing::info!(
+                        added = r.added,
+                        pending = r.pending.len(),
+                        "filesystem view: protected what appeared on the host, in place"
+                    );
+                    tracing::debug!(paths = %list(r.paths.iter().map(PathBuf::as_path)), "filesystem view: added in place");
+                }
+                if !r.pending.is_empty() {
+                    tracing::debug!(paths = %list(r.pending.iter().map(PathBuf::as_path)), "filesystem view: not in place yet (a path changed meanwhile); tried again");
+                }
             }
-            if &now == s.view.protected() {
-                continue;
-            }
-            tracing::debug!("filesystem view: the protected set changed; runs get a new view");
-            s.stale.store(true, Ordering::Relaxed);
-            if !used {
-                continue;
-            }
-            let Some(v) = views.upgrade() else {
-                return;
-            };
-            if let Err(e) = v.get_blocking(&s.policy, false) {
-                tracing::debug!(error = %e, "filesystem view: the rebuild failed; the next run tries again");
+            Err(e) => {
+                tracing::warn!(error = %e, "filesystem view: cannot be brought up to date in place; the next run gets a new one");
+                slot.stale.store(true, Ordering::Relaxed);
             }
         }
     }

@@ -1,0 +1,178 @@
+//! Changing a view that runs are using: the view is one mount namespace
+//! shared by every run of its policy, so a protected path that appears or
+//! is replaced on the host (a secret file, a new repository's hooks, a shell
+//! start-up file an editor saved by rename, whose new dentry the old mount
+//! does not cover), a socket bound under a read-only rule, or a rule path
+//! created later is added to it in place, for the runs under way too.
+//!
+//! A short-lived thread clones what must come from the host (new binds and
+//! holes) while it is still in the server's namespace, then enters the view
+//! (`unshare(CLONE_FS)`, `setns`) and makes the mounts there with the same
+//! steps as a build. The view's root tmpfs is made writable only while new
+//! mount points are made in it (Landlock grants tools nothing there). What
+//! was made is then checked against the view's mount table: a step that was
+//! skipped (a path a tool swapped for a link meanwhile) is not recorded as
+//! done, and the next refresh tries it again.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use super::build::{attach_bind, clone_holes, cover, empty_file, pin, place, step};
+use super::plan::{Bind, Cover, Hole, Skel};
+use super::sys;
+use super::ViewError;
+
+/// What to add to a view.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// New skeleton entries (mount points of new binds, their parents).
+    pub skeleton: Vec<Skel>,
+    /// New binds, outermost first.
+    pub binds: Vec<Bind>,
+    /// New pins.
+    pub pins: Vec<PathBuf>,
+    /// New or renewed covers, outermost first.
+    pub covers: Vec<Cover>,
+}
+
+impl Delta {
+    /// Whether there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.skeleton.is_empty()
+            && self.binds.is_empty()
+            && self.pins.is_empty()
+            && self.covers.is_empty()
+    }
+
+    /// Every path the delta mounts on (binds, pins, covers).
+    fn targets(&self) -> impl Iterator<Item = &Path> {
+        self.binds
+            .iter()
+            .map(|b| b.path.as_path())
+            .chain(self.pins.iter().map(PathBuf::as_path))
+            .chain(self.covers.iter().map(Cover::path))
+    }
+}
+
+/// Applies `delta` to the view whose namespace is `ns`, on a new thread;
+/// returns the paths the view's mount table does not show mounted after it
+/// (skipped or failed steps), which the caller keeps pending.
+pub(crate) fn apply(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Vec<PathBuf>, ViewError> {
+    let ns = ns
+        .try_clone_to_owned()
+        .map_err(step("duplicate the view's namespace", Path::new("/")))?;
+    let delta = delta.clone();
+    std::thread::Builder::new()
+        .name("toolsrv-view-live".into())
+        .spawn(move || apply_here(ns.as_fd(), &delta))
+        .map_err(step("thread", Path::new("/")))?
+        .join()
+        .map_err(|_| ViewError::Step {
+            step: "thread",
+            path: PathBuf::new(),
+            source: io::Error::other("the refresh thread panicked"),
+        })?
+}
+
+fn apply_here(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Vec<PathBuf>, ViewError> {
+    let root = Path::new("/");
+    // What comes from the host, while this thread is still in its namespace.
+    let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
+    for b in &delta.binds {
+        match sys::clone_tree(&b.path, true) {
+            Ok(fd) => clones.push((b, fd)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(step("clone a rule path", &b.path)(e)),
+        }
+    }
+    let holes: Vec<Vec<(Hole, OwnedFd)>> = delta
+        .covers
+        .iter()
+        .map(clone_holes)
+        .collect::<Result<_, _>>()?;
+    sys::unshare_fs().map_err(step("unshare", root))?;
+    sys::enter_mount_namespace(ns).map_err(step("enter the view", root))?;
+    if !delta.skeleton.is_empty() {
+        let top = sys::open_root().map_err(step("open the view's root", root))?;
+        sys::make_writable(root).map_err(step("unseal the view's root", root))?;
+        let made: Result<(), ViewError> =
+            delta
+                .skeleton
+                .iter()
+                .try_for_each(|s| match place(top.as_fd(), s) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+                    Err(e) => Err(step("make the skeleton", s.path())(e)),
+                });
+        let sealed = sys::make_read_only(root, false).map_err(step("seal the view's root", root));
+        made?;
+        sealed?;
+    }
+    for (b, fd) in &clones {
+        attach_bind(b, fd.as_fd())?;
+    }
+    for d in &delta.pins {
+        pin(d)?;
+    }
+    let empty = empty_file()?;
+    for (c, h) in delta.covers.iter().zip(holes) {
+        cover(c, h, empty.as_fd())?;
+    }
+    let mounted = mount_points().map_err(step("read the view's mount table", root))?;
+    Ok(delta
+        .targets()
+        .filter(|p| !mounted.contains(*p))
+        .map(Path::to_path_buf)
+        .collect())
+}
+
+/// The mount points of this thread's mount namespace, as paths from its
+/// root (`/proc/thread-self/mountinfo`, fifth field, octal escapes undone).
+fn mount_points() -> io::Result<HashSet<PathBuf>> {
+    let text = std::fs::read("/proc/thread-self/mountinfo")?;
+    Ok(text
+        .split(|&b| b == b'\n')
+        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+        .map(unescape)
+        .collect())
+}
+
+/// A mountinfo path with its `\ooo` escapes (space, tab, newline,
+/// backslash) decoded.
+fn unescape(field: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        if field[i] == b'\\'
+            && i + 3 < field.len()
+            && field[i + 1..i + 4]
+                .iter()
+                .all(|d| (b'0'..=b'7').contains(d))
+        {
+            let v = field[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(field[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsStr::from_bytes(&out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(unescape(br"/a\040b\134c"), PathBuf::from(r"/a b\c"));
+        assert_eq!(unescape(b"/plain"), PathBuf::from("/plain"));
+        assert_eq!(unescape(br"/end\04"), PathBuf::from(r"/end\04"));
+    }
+}
