@@ -254,7 +254,17 @@ impl Inspector<'_> {
         }
     }
 
-    fn symlink(&mut self, dir: BorrowedFd<'_>, at: &Path, name: &OsStr, stamp: Stamp, what: &str) {
+    /// A link where git expects `what`; `key` names it relative to its git
+    /// directory.
+    fn symlink(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        at: &Path,
+        name: &OsStr,
+        key: &str,
+        stamp: Stamp,
+        what: &str,
+    ) {
         let target = fs::link_target(dir, name);
         let reason = format!(
             "a symbolic link where git expects {what}: git follows it, the inspection does not"
@@ -262,7 +272,7 @@ impl Inspector<'_> {
         self.find(
             Kind::Symlink,
             &at.join(name),
-            &name_str(name),
+            key,
             target,
             None,
             reason.into(),
@@ -270,20 +280,28 @@ impl Inspector<'_> {
         );
     }
 
-    /// Reports a read that did not give bytes; true if it did.
-    fn unreadable(&mut self, dir: BorrowedFd<'_>, at: &Path, name: &OsStr, r: &Read, what: &str) {
+    /// Reports a read that gave no bytes (nothing for a missing file).
+    #[allow(clippy::too_many_arguments)]
+    fn unreadable(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        at: &Path,
+        name: &OsStr,
+        key: &str,
+        r: &Read,
+        what: &str,
+    ) {
         let path = at.join(name);
-        let key = name_str(name);
         match r {
             Read::Bytes(..) | Read::Missing => {}
-            Read::Symlink(s) => self.symlink(dir, at, name, *s, what),
+            Read::Symlink(s) => self.symlink(dir, at, name, key, *s, what),
             Read::Dir => self.note(&path, format!("a directory where git expects {what}")),
             Read::NotRegular(s) => {
                 let reason = format!("not a regular file where git expects {what}");
                 self.find(
                     Kind::NotRegular,
                     &path,
-                    &key,
+                    key,
                     None,
                     None,
                     reason.into(),
@@ -297,7 +315,7 @@ impl Inspector<'_> {
                 self.find(
                     Kind::TooLarge,
                     &path,
-                    &key,
+                    key,
                     None,
                     None,
                     reason.into(),
@@ -309,7 +327,7 @@ impl Inspector<'_> {
                 self.find(
                     Kind::Unreadable,
                     &path,
-                    &key,
+                    key,
                     None,
                     None,
                     reason.into(),
@@ -358,6 +376,7 @@ impl Inspector<'_> {
                 root.as_fd(),
                 path,
                 dotgit,
+                ".git",
                 s,
                 "a git directory or a gitdir: file",
             ),
@@ -400,7 +419,7 @@ impl Inspector<'_> {
         let at = worktree.join(name);
         let r = fs::read_at(root, name, self.limits().max_file_bytes);
         let Read::Bytes(bytes, stamp) = r else {
-            return self.unreadable(root, worktree, name, &r, "a gitdir: file");
+            return self.unreadable(root, worktree, name, ".git", &r, "a gitdir: file");
         };
         let Some(rest) = bytes.strip_prefix(b"gitdir: ") else {
             return self.note(
@@ -491,7 +510,7 @@ impl Inspector<'_> {
         let name = osstr(file);
         let r = fs::read_at(dir, name, self.limits().max_file_bytes);
         let Read::Bytes(bytes, stamp) = r else {
-            return self.unreadable(dir, at, name, &r, "a config file");
+            return self.unreadable(dir, at, name, file, &r, "a config file");
         };
         let path = at.join(name);
         let config = match Config::parse(&bytes) {
@@ -532,7 +551,7 @@ impl Inspector<'_> {
         let name = osstr("commondir");
         let r = fs::read_at(dir, name, self.limits().max_file_bytes);
         let Read::Bytes(bytes, stamp) = r else {
-            return self.unreadable(dir, at, name, &r, "a commondir file");
+            return self.unreadable(dir, at, name, "commondir", &r, "a commondir file");
         };
         let path = at.join(name);
         let rest = trim_newlines(until_nul(&bytes));
@@ -592,6 +611,7 @@ impl Inspector<'_> {
         dir: BorrowedFd<'_>,
         at: &Path,
         name: &str,
+        key: &str,
         what: &str,
     ) -> Option<(OwnedFd, PathBuf)> {
         if !self.tick(at) {
@@ -606,7 +626,7 @@ impl Inspector<'_> {
                     self.find(
                         Kind::Unreadable,
                         &at.join(n),
-                        name,
+                        key,
                         None,
                         None,
                         reason.into(),
@@ -616,7 +636,7 @@ impl Inspector<'_> {
                 }
             },
             Node::Symlink(s) => {
-                self.symlink(dir, at, n, s, what);
+                self.symlink(dir, at, n, key, s, what);
                 None
             }
             _ => None,
@@ -644,7 +664,8 @@ impl Inspector<'_> {
     }
 
     fn hooks(&mut self, dir: BorrowedFd<'_>, at: &Path) {
-        let Some((hooks, hpath)) = self.subdir(dir, at, "hooks", "the hooks directory") else {
+        let Some((hooks, hpath)) = self.subdir(dir, at, "hooks", "hooks", "the hooks directory")
+        else {
             return;
         };
         for name in self.listing(hooks.as_fd(), &hpath) {
@@ -680,7 +701,7 @@ impl Inspector<'_> {
                     "a file in hooks/ under no hook name, not executable: git never runs it",
                 ),
                 Node::Symlink(s) if known => {
-                    self.symlink(hooks.as_fd(), &hpath, &name, s, "a hook")
+                    self.symlink(hooks.as_fd(), &hpath, &name, &key, s, "a hook")
                 }
                 Node::Other(s) if known => {
                     let reason = "not a regular file under a hook name";
@@ -703,31 +724,33 @@ impl Inspector<'_> {
     }
 
     fn worktrees(&mut self, dir: BorrowedFd<'_>, at: &Path, depth: usize) {
-        let Some((wt, wpath)) = self.subdir(dir, at, "worktrees", "the worktrees directory") else {
+        let Some((wt, wpath)) =
+            self.subdir(dir, at, "worktrees", "worktrees", "the worktrees directory")
+        else {
             return;
         };
         for name in self.listing(wt.as_fd(), &wpath) {
-            if let Some((fd, path)) = self.subdir(
-                wt.as_fd(),
-                &wpath,
-                &name_str(&name),
-                "a linked worktree's git directory",
-            ) {
+            let n = name_str(&name);
+            let key = format!("worktrees/{n}");
+            let what = "a linked worktree's git directory";
+            if let Some((fd, path)) = self.subdir(wt.as_fd(), &wpath, &n, &key, what) {
                 self.git_dir(fd, &path, depth + 1);
             }
         }
     }
 
     fn modules(&mut self, dir: BorrowedFd<'_>, at: &Path, depth: usize) {
-        let Some((m, mpath)) = self.subdir(dir, at, "modules", "the submodules directory") else {
+        let Some((m, mpath)) =
+            self.subdir(dir, at, "modules", "modules", "the submodules directory")
+        else {
             return;
         };
-        self.walk_modules(m.as_fd(), &mpath, depth + 1);
+        self.walk_modules(m.as_fd(), &mpath, "modules", depth + 1);
     }
 
     /// `modules/<name>/`, where a name may hold slashes: a directory that is
     /// no git directory is descended into.
-    fn walk_modules(&mut self, dir: BorrowedFd<'_>, at: &Path, depth: usize) {
+    fn walk_modules(&mut self, dir: BorrowedFd<'_>, at: &Path, rel: &str, depth: usize) {
         if depth > self.limits().max_depth {
             let n = self.limits().max_depth;
             return self.too_many(
@@ -736,15 +759,16 @@ impl Inspector<'_> {
             );
         }
         for name in self.listing(dir, at) {
-            let Some((fd, path)) =
-                self.subdir(dir, at, &name_str(&name), "a submodule's git directory")
-            else {
+            let n = name_str(&name);
+            let key = format!("{rel}/{n}");
+            let what = "a submodule's git directory";
+            let Some((fd, path)) = self.subdir(dir, at, &n, &key, what) else {
                 continue;
             };
             if looks_like_git_dir_fd(fd.as_fd()) {
                 self.git_dir(fd, &path, depth);
             } else {
-                self.walk_modules(fd.as_fd(), &path, depth + 1);
+                self.walk_modules(fd.as_fd(), &path, &key, depth + 1);
             }
         }
     }
@@ -753,13 +777,21 @@ impl Inspector<'_> {
     /// of its todo list at `--continue`.
     fn todos(&mut self, dir: BorrowedFd<'_>, at: &Path) {
         for (sub, file) in [("rebase-merge", "git-rebase-todo"), ("sequencer", "todo")] {
-            let Some((d, dpath)) = self.subdir(dir, at, sub, "a rebase state directory") else {
+            let Some((d, dpath)) = self.subdir(dir, at, sub, sub, "a rebase state directory")
+            else {
                 continue;
             };
             let name = osstr(file);
             let r = fs::read_at(d.as_fd(), name, self.limits().max_file_bytes);
             let Read::Bytes(bytes, _) = r else {
-                self.unreadable(d.as_fd(), &dpath, name, &r, "a todo list");
+                self.unreadable(
+                    d.as_fd(),
+                    &dpath,
+                    name,
+                    &format!("{sub}/{file}"),
+                    &r,
+                    "a todo list",
+                );
                 continue;
             };
             let path = dpath.join(name);
@@ -794,7 +826,7 @@ impl Inspector<'_> {
     /// object alternates.
     fn info(&mut self, dir: BorrowedFd<'_>, at: &Path) {
         let max = self.limits().max_file_bytes;
-        if let Some((info, ipath)) = self.subdir(dir, at, "info", "the info directory") {
+        if let Some((info, ipath)) = self.subdir(dir, at, "info", "info", "the info directory") {
             if let Read::Bytes(b, _) = fs::read_at(info.as_fd(), osstr("attributes"), max) {
                 let text = lossy(&b);
                 if ["filter=", "diff=", "merge="]
@@ -805,10 +837,16 @@ impl Inspector<'_> {
                 }
             }
         }
-        if let Some((objects, opath)) = self.subdir(dir, at, "objects", "the objects directory") {
-            if let Some((oinfo, oipath)) =
-                self.subdir(objects.as_fd(), &opath, "info", "objects/info")
-            {
+        if let Some((objects, opath)) =
+            self.subdir(dir, at, "objects", "objects", "the objects directory")
+        {
+            if let Some((oinfo, oipath)) = self.subdir(
+                objects.as_fd(),
+                &opath,
+                "info",
+                "objects/info",
+                "objects/info",
+            ) {
                 for file in ["alternates", "http-alternates"] {
                     if let Read::Bytes(b, _) = fs::read_at(oinfo.as_fd(), osstr(file), max) {
                         let list = lossy(&b).lines().take(8).collect::<Vec<_>>().join(", ");
