@@ -2,15 +2,15 @@
 //! every name is opened relative to its parent directory's descriptor with
 //! `O_NOFOLLOW` (`openat`), so a link planted anywhere below the directory
 //! the inspection starts from is seen as a link, never followed, whatever a
-//! running tool swaps meanwhile. Files are opened `O_NONBLOCK` (a FIFO
-//! planted as `config` must not block) and read up to a bound.
+//! running tool swaps meanwhile. Nothing but a regular file is ever opened
+//! for reading (see `open_regular`), and it is read up to a bound.
 
 use crate::Stamp;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::io::Read as _;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -96,30 +96,52 @@ pub(crate) fn identity(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
 
 /// Reads `name` in `dir`: a regular file, not a link, at most `max` bytes.
 pub(crate) fn read_at(dir: BorrowedFd<'_>, name: &OsStr, max: u64) -> Read {
-    // Look first, so that nothing but a regular file is ever opened (no
-    // FIFO, no device); the open refuses a link swapped in meanwhile and
-    // fstat checks what was opened.
-    match node(dir, name) {
-        Node::Missing => return Read::Missing,
-        Node::Symlink(s) => return Read::Symlink(s),
-        Node::Dir => return Read::Dir,
-        Node::Other(s) => return Read::NotRegular(s),
-        Node::Error(e) => return Read::Error(e),
-        Node::File { .. } => {}
+    match open_regular(dir, name, false) {
+        Ok(fd) => read_open(fd, max),
+        Err(r) => r,
     }
-    let flags =
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+}
+
+/// Opens `name` in `dir` for reading if, and only if, it is a regular file.
+///
+/// The name is resolved once, to an `O_PATH` descriptor that opens nothing
+/// (no FIFO, no device: opening some devices has effects), its type is
+/// checked on that descriptor, and the same inode is then opened for
+/// reading through `/proc/self/fd`, so that nothing swapped in meanwhile is
+/// opened. Without `/proc`, a name not followed is opened `O_NOFOLLOW`
+/// (a tool cannot make a device node) and a followed one is refused.
+fn open_regular(dir: BorrowedFd<'_>, name: &OsStr, follow: bool) -> Result<OwnedFd, Read> {
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let path_fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => fd,
-        Err(Errno::NOENT) => return Read::Missing,
-        Err(Errno::LOOP) => {
-            return match node(dir, name) {
-                Node::Symlink(s) => Read::Symlink(s),
-                _ => Read::Error(Errno::LOOP.into()),
-            }
-        }
-        Err(e) => return Read::Error(e.into()),
+        Err(Errno::NOENT) | Err(Errno::NOTDIR) => return Err(Read::Missing),
+        Err(e) => return Err(Read::Error(e.into())),
     };
+    let st = rustix::fs::fstat(&path_fd).map_err(|e| Read::Error(e.into()))?;
+    let s = stamp(&st);
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Symlink => return Err(Read::Symlink(s)),
+        FileType::Directory => return Err(Read::Dir),
+        _ => return Err(Read::NotRegular(s)),
+    }
+    let read = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let proc_path = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
+    match rustix::fs::open(proc_path.as_str(), read, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) if !follow => {
+            rustix::fs::openat(dir, name, read | OFlags::NOFOLLOW, Mode::empty())
+                .map_err(|e| Read::Error(e.into()))
+        }
+        Err(e) => Err(Read::Error(e.into())),
+    }
+}
+
+/// Reads an open file: a regular file of at most `max` bytes.
+fn read_open(fd: OwnedFd, max: u64) -> Read {
     let st = match rustix::fs::fstat(&fd) {
         Ok(st) => st,
         Err(e) => return Read::Error(e.into()),
@@ -167,4 +189,27 @@ pub(crate) fn list(dir: BorrowedFd<'_>, cap: usize) -> std::io::Result<(Vec<OsSt
     }
     names.sort();
     Ok((names, more))
+}
+
+/// Reads the file at `path` following links, as git reads a file it was
+/// pointed to (an included config): a regular file of at most `max` bytes,
+/// opened without blocking on a FIFO.
+pub(crate) fn read_path(path: &Path, max: u64) -> Read {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Read::Missing;
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let dir = match open_dir_path(parent) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Missing,
+        Err(e) => return Read::Error(e),
+    };
+    match open_regular(dir.as_fd(), name, true) {
+        Ok(fd) => read_open(fd, max),
+        Err(r) => r,
+    }
 }

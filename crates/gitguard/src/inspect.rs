@@ -513,31 +513,132 @@ impl Inspector<'_> {
             return self.unreadable(dir, at, name, file, &r, "a config file");
         };
         let path = at.join(name);
-        let config = match Config::parse(&bytes) {
-            Ok(c) => c,
-            Err(e) => {
-                let f = Finding::unparsable(e.line);
-                self.find(f.kind, &path, file, None, f.line, f.reason, Some(stamp));
-                e.partial
-            }
-        };
-        let ws = self.opts.workspace.clone();
-        let scope = ws.as_deref().map(|workspace| Scope {
-            git_dir: at,
-            workspace,
-        });
-        for e in config.entries() {
-            if let Some(reason) = dangerous_in(e, scope.as_ref()) {
-                let mut f = Finding::entry(e, reason);
-                f.path = Some(path.clone());
-                self.out.findings.push(f);
-            }
-        }
+        let config = self.config_bytes(&bytes, &path, file, at, stamp);
         if file == "config.worktree" {
             self.note(
                 &path,
                 "config.worktree: git reads it with extensions.worktreeConfig; checked either way",
             );
+        }
+        self.includes(&config, at, at, 1);
+        self.hooks_path(&config, at);
+    }
+
+    /// Checks the entries of a config file at `path` (`key` its label)
+    /// read for the git directory `git_dir`; returns what was parsed.
+    fn config_bytes(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        key: &str,
+        git_dir: &Path,
+        stamp: Stamp,
+    ) -> Config {
+        let config = match Config::parse(bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                let f = Finding::unparsable(e.line);
+                self.find(f.kind, path, key, None, f.line, f.reason, Some(stamp));
+                e.partial
+            }
+        };
+        let ws = self.opts.workspace.clone();
+        let scope = ws.as_deref().map(|workspace| Scope { git_dir, workspace });
+        for e in config.entries() {
+            if let Some(reason) = dangerous_in(e, scope.as_ref()) {
+                let mut f = Finding::entry(e, reason);
+                f.path = Some(path.to_path_buf());
+                self.out.findings.push(f);
+            }
+        }
+        config
+    }
+
+    /// The files `include.path` and `includeIf.<cond>.path` name (each a
+    /// finding already), read as git reads them (relative to the including
+    /// file's directory, following links, whatever the condition) and
+    /// checked in turn: an include the human wrote into the workspace gives
+    /// the tool that configuration without touching the git directory.
+    fn includes(&mut self, config: &Config, base: &Path, git_dir: &Path, depth: usize) {
+        for e in config.entries() {
+            let include = e.key == "path"
+                && ((e.section == "include" && e.subsection.is_none())
+                    || (e.section == "includeif" && e.subsection.is_some()));
+            let Some(value) = e.raw_value().filter(|v| include && !v.is_empty()) else {
+                continue;
+            };
+            let rel = PathBuf::from(OsStr::from_bytes(value));
+            if value.starts_with(b"~") || value.starts_with(b"%(") {
+                let text = format!(
+                    "includes {}: a path git expands, not followed",
+                    rel.display()
+                );
+                self.note(base, text);
+                continue;
+            }
+            let path = if rel.is_absolute() {
+                rel
+            } else {
+                base.join(rel)
+            };
+            let shown = normalize(&path);
+            // git stops at 10 nested includes; a cycle ends there too.
+            if depth > 10 || !self.tick(&shown) {
+                continue;
+            }
+            let label = format!("include {}", shown.display());
+            match fs::read_path(&path, self.limits().max_file_bytes) {
+                Read::Bytes(bytes, stamp) => {
+                    self.note(
+                        &shown,
+                        "included configuration: checked like the including file; watch it too",
+                    );
+                    let inner = self.config_bytes(&bytes, &shown, &label, git_dir, stamp);
+                    let dir = shown.parent().map(Path::to_path_buf).unwrap_or_default();
+                    self.includes(&inner, &dir, git_dir, depth + 1);
+                }
+                Read::Missing => {}
+                Read::TooLarge(s) => {
+                    let max = self.limits().max_file_bytes;
+                    let reason = format!("larger than {max} bytes: not read, so not checked");
+                    self.out.truncated = true;
+                    self.find(
+                        Kind::TooLarge,
+                        &shown,
+                        &label,
+                        None,
+                        None,
+                        reason.into(),
+                        Some(s),
+                    );
+                }
+                _ => self.note(&shown, "an included path that is no readable file"),
+            }
+        }
+    }
+
+    /// The hooks in the directory `core.hooksPath` names (the finding is
+    /// the key; this lists what a human's own hooks path holds, such as a
+    /// `.husky/_` in the workspace). Relative paths are taken from the work
+    /// tree above a `.git` directory; others are not listed.
+    fn hooks_path(&mut self, config: &Config, git_dir: &Path) {
+        let Some(value) = config.get("core.hooksPath").and_then(|e| e.raw_value()) else {
+            return;
+        };
+        let rel = PathBuf::from(OsStr::from_bytes(value));
+        let dir = if rel.is_absolute() {
+            rel
+        } else if git_dir.file_name() == Some(OsStr::new(".git")) && !value.starts_with(b"~") {
+            git_dir.parent().map(|p| p.join(&rel)).unwrap_or(rel)
+        } else {
+            return;
+        };
+        let shown = normalize(&dir);
+        if let Ok(fd) = fs::open_dir_path(&dir) {
+            let label = String::from_utf8_lossy(value)
+                .trim_end_matches('/')
+                .to_string();
+            self.hook_files(fd.as_fd(), &shown, &label);
         }
     }
 
@@ -668,18 +769,24 @@ impl Inspector<'_> {
         else {
             return;
         };
-        for name in self.listing(hooks.as_fd(), &hpath) {
+        self.hook_files(hooks.as_fd(), &hpath, "hooks");
+    }
+
+    /// The files of a hooks directory `hpath` (open as `hooks`), keyed
+    /// `<label>/<name>`.
+    fn hook_files(&mut self, hooks: BorrowedFd<'_>, hpath: &Path, label: &str) {
+        for name in self.listing(hooks, hpath) {
             if name.as_bytes().ends_with(b".sample") {
                 continue; // git never runs the templates
             }
-            if !self.tick(&hpath) {
+            if !self.tick(hpath) {
                 return;
             }
             let n = name_str(&name);
             let known = HOOKS.contains(&n.as_str());
-            let key = format!("hooks/{n}");
+            let key = format!("{label}/{n}");
             let path = hpath.join(&name);
-            match fs::node(hooks.as_fd(), &name) {
+            match fs::node(hooks, &name) {
                 Node::File { stamp, executable } if known || executable => {
                     let reason = match (known, executable) {
                         (true, true) => "a hook: git runs it",
@@ -700,9 +807,7 @@ impl Inspector<'_> {
                     &path,
                     "a file in hooks/ under no hook name, not executable: git never runs it",
                 ),
-                Node::Symlink(s) if known => {
-                    self.symlink(hooks.as_fd(), &hpath, &name, &key, s, "a hook")
-                }
+                Node::Symlink(s) if known => self.symlink(hooks, hpath, &name, &key, s, "a hook"),
                 Node::Other(s) if known => {
                     let reason = "not a regular file under a hook name";
                     self.find(

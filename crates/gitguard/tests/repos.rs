@@ -915,3 +915,85 @@ fn two_inspections_tell_a_rewritten_hook() {
         ["hooks/pre-push"]
     );
 }
+
+#[test]
+fn a_humans_include_into_the_workspace_is_checked() {
+    // The human includes a tracked file; the tool edits that file, not .git.
+    let ws = Ws::new();
+    ws.repo("w");
+    ws.write("w/project.gitconfig", "[diff]\n\trenames = copies\n");
+    ws.git("w", &["config", "include.path", "../project.gitconfig"]);
+    let before = ws.inspect("w");
+    assert_eq!(
+        keys(&before.findings),
+        ["include.path"],
+        "the human's own include"
+    );
+    let (cmd, marker) = ws.marker("include");
+    ws.write(
+        "w/project.gitconfig",
+        format!("[core]\n\tfsmonitor = \"{cmd}; :\"\n"),
+    );
+    ws.run("w", &["status"]);
+    assert!(marker.exists(), "the included key ran");
+    let after = ws.inspect("w");
+    let new = after.new_since(&before);
+    assert_eq!(new.len(), 1, "{new:#?}");
+    assert_eq!(new[0].key, "core.fsmonitor");
+    assert_eq!(
+        new[0].path.as_deref(),
+        Some(ws.path("w/project.gitconfig").as_path())
+    );
+    // A cycle of includes ends.
+    ws.write("w/project.gitconfig", "[include]\n\tpath = .git/config\n");
+    let i = ws.inspect("w");
+    assert!(
+        i.findings
+            .iter()
+            .filter(|f| f.key == "include.path")
+            .count()
+            >= 2
+    );
+    // An include naming a FIFO or a device is not opened (no hang, no
+    // effect): a note.
+    let fifo = Command::new("mkfifo")
+        .arg(ws.path("w/fifo"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    std::os::unix::fs::symlink("/dev/zero", ws.path("w/zero")).unwrap();
+    ws.write(
+        "w/project.gitconfig",
+        "[include]\n\tpath = fifo\n\tpath = zero\n",
+    );
+    let i = ws.inspect("w");
+    let odd: Vec<_> = i
+        .notes
+        .iter()
+        .filter(|n| n.text.contains("no readable file"))
+        .collect();
+    assert_eq!(odd.len(), 2, "{:#?}", i.notes);
+}
+
+#[test]
+fn a_humans_hooks_path_in_the_workspace_is_listed() {
+    // A husky-style hooks directory in the work tree holds ordinary files.
+    let ws = Ws::new();
+    ws.repo("w");
+    ws.git("w", &["config", "core.hooksPath", ".husky/_"]);
+    ws.executable("w/.husky/_/pre-push", "echo human's own");
+    let before = ws.inspect("w");
+    let mut k = keys(&before.findings);
+    k.sort();
+    assert_eq!(k, [".husky/_/pre-push", "core.hookspath"]);
+    let (cmd, marker) = ws.marker("husky");
+    ws.executable("w/.husky/_/pre-commit", &cmd);
+    let new = ws.inspect("w");
+    let new = new.new_since(&before);
+    assert_eq!(
+        keys(&new.into_iter().cloned().collect::<Vec<_>>()),
+        [".husky/_/pre-commit"]
+    );
+    ws.git("w", &["commit", "-q", "--allow-empty", "-m", "x"]);
+    assert!(marker.exists());
+}
