@@ -341,6 +341,20 @@ mod tests {
     }
 
     #[test]
+    fn the_doc_lists_every_rule() {
+        let doc = include_str!("../../../docs/git-guard.md");
+        for r in RULES {
+            let row = format!("| `{}` |", r.pattern);
+            assert!(doc.contains(&row), "docs/git-guard.md lacks {}", r.pattern);
+            assert!(
+                doc.contains(r.reason),
+                "docs/git-guard.md: {} has another reason",
+                r.pattern
+            );
+        }
+    }
+
+    #[test]
     fn matches() {
         assert!(hit("[core]fsmonitor = touch x"));
         assert!(!hit("[core]fsmonitor = false"));

@@ -270,7 +270,7 @@ const FRAGMENTS: &[&[u8]] = &[
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_files_read_as_git_reads_them(parts in proptest::collection::vec(0..FRAGMENTS.len(), 0..40)) {
