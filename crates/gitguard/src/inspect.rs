@@ -140,6 +140,10 @@ pub fn inspect(git_dir_or_worktree: &Path) -> Inspection {
 
 /// [`inspect`] with options.
 ///
+/// `path` may also be a `.git` file (its directory is the work tree) or a
+/// directory named `.git` that does not look complete yet (a tool's
+/// half-built one is inspected all the same).
+///
 /// `path` itself is opened following links (it is the caller's); below it
 /// nothing is followed: a link where git expects a file or directory is a
 /// [`Kind::Symlink`] finding. A `gitdir:` or `commondir` target is opened
@@ -149,6 +153,7 @@ pub fn inspect_with(path: &Path, opts: &InspectOptions) -> Inspection {
         opts,
         out: Inspection::default(),
         visited: HashSet::new(),
+        included: HashSet::new(),
         examined: 0,
         exhausted: false,
     };
@@ -179,6 +184,8 @@ struct Inspector<'a> {
     opts: &'a InspectOptions,
     out: Inspection,
     visited: HashSet<(u64, u64)>,
+    /// Included files read, by device and inode (an include cycle ends).
+    included: HashSet<(u64, u64)>,
     examined: usize,
     exhausted: bool,
 }
@@ -338,19 +345,45 @@ impl Inspector<'_> {
     }
 
     fn start(&mut self, path: &Path) {
+        let dotgit = osstr(".git");
+        let named_dotgit = path.file_name() == Some(dotgit);
         let root = match fs::open_dir_path(path) {
             Ok(fd) => fd,
+            // The `.git` file itself: the work tree is its directory.
+            Err(e)
+                if named_dotgit
+                    && e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+            {
+                let parent = path.parent().unwrap_or(Path::new("."));
+                match fs::open_dir_path(parent) {
+                    Ok(fd) => self.gitfile(fd.as_fd(), parent),
+                    Err(e) => {
+                        let reason = format!("cannot be opened ({e}): not checked");
+                        self.find(
+                            Kind::Unreadable,
+                            parent,
+                            "",
+                            None,
+                            None,
+                            reason.into(),
+                            None,
+                        );
+                    }
+                }
+                return;
+            }
             Err(e) => {
                 let reason = format!("cannot be opened ({e}): not checked");
                 self.find(Kind::Unreadable, path, "", None, None, reason.into(), None);
                 return;
             }
         };
-        let dotgit = osstr(".git");
         self.tick(path);
         match fs::node(root.as_fd(), dotgit) {
             Node::Missing => {
-                if looks_like_git_dir_fd(root.as_fd()) {
+                // A directory named .git counts before it is complete (a
+                // tool's half-built one); any other when git would take it.
+                if named_dotgit || looks_like_git_dir_fd(root.as_fd()) {
                     self.git_dir(root, path, 0);
                 } else {
                     self.note(path, "no git directory here");
@@ -513,6 +546,7 @@ impl Inspector<'_> {
             return self.unreadable(dir, at, name, file, &r, "a config file");
         };
         let path = at.join(name);
+        self.included.insert((stamp.dev, stamp.ino));
         let config = self.config_bytes(&bytes, &path, file, at, stamp);
         if file == "config.worktree" {
             self.note(
@@ -588,6 +622,7 @@ impl Inspector<'_> {
             }
             let label = format!("include {}", shown.display());
             match fs::read_path(&path, self.limits().max_file_bytes) {
+                Read::Bytes(_, stamp) if !self.included.insert((stamp.dev, stamp.ino)) => {}
                 Read::Bytes(bytes, stamp) => {
                     self.note(
                         &shown,

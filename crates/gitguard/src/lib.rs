@@ -21,6 +21,7 @@
 //! See `docs/git-guard.md` for the choices behind it.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod change;
 mod config;
