@@ -15,8 +15,12 @@ use std::sync::OnceLock;
 pub enum When {
     /// Whatever its value.
     Always,
-    /// Unless the value is a boolean (the key takes a boolean or a program).
-    UnlessBoolean,
+    /// Unless the value is one of these, which git takes to run nothing
+    /// (`core.pager = cat`, `core.editor = :`, `core.hooksPath = /dev/null`).
+    UnlessOneOf(&'static [&'static str]),
+    /// Unless the value is a boolean (the key takes a boolean or a program)
+    /// or one of these.
+    UnlessBooleanOr(&'static [&'static str]),
     /// When the value starts with `!` (a shell command).
     Bang,
     /// When the path it names lies outside the workspace, resolved against
@@ -70,21 +74,21 @@ const SHELL: &str = "a shell command git runs";
 /// repository; then the look-alikes kept out, with the reason.
 pub static RULES: &[Rule] = &[
     // core
-    Rule { pattern: "core.fsmonitor", when: When::UnlessBoolean, reason: "a hook program git runs at every status, diff and add (a boolean selects git's built-in daemon)" },
+    Rule { pattern: "core.fsmonitor", when: When::UnlessBooleanOr(&[]), reason: "a hook program git runs at every status, diff and add (a boolean selects git's built-in daemon)" },
     Rule { pattern: "core.fsmonitorHookVersion", when: When::Never, reason: "only the protocol version of core.fsmonitor" },
-    Rule { pattern: "core.hooksPath", when: When::Always, reason: "git runs the hooks from this directory instead of the repository's hooks/" },
+    Rule { pattern: "core.hooksPath", when: When::UnlessOneOf(&["/dev/null"]), reason: "git runs the hooks from this directory instead of the repository's hooks/ (`/dev/null`: none)" },
     Rule { pattern: "core.sshCommand", when: When::Always, reason: "the command git runs instead of ssh for fetch and push" },
     Rule { pattern: "core.gitProxy", when: When::Always, reason: "a proxy command git runs to connect to git:// remotes" },
     Rule { pattern: "core.askPass", when: When::Always, reason: "the program git runs to ask for a password" },
-    Rule { pattern: "core.editor", when: When::Always, reason: "the editor git runs for commit messages, rebase todo lists and tags" },
-    Rule { pattern: "core.pager", when: When::Always, reason: "the pager git runs for log, diff, show and others" },
+    Rule { pattern: "core.editor", when: When::UnlessOneOf(&[":"]), reason: "the editor git runs for commit messages, rebase todo lists and tags (`:` is none)" },
+    Rule { pattern: "core.pager", when: When::UnlessOneOf(&["", "cat"]), reason: "the pager git runs for log, diff, show and others (empty or `cat`: none)" },
     Rule { pattern: "core.alternateRefsCommand", when: When::Always, reason: SHELL },
     Rule { pattern: "core.worktree", when: When::OutsideWorkspace(Base::GitDir), reason: "moves the work tree: checkout, reset and stash write where it points" },
     Rule { pattern: "core.attributesFile", when: When::Never, reason: "attributes only name drivers, and drivers are config keys of this table (the work tree's .gitattributes does the same)" },
     Rule { pattern: "core.excludesFile", when: When::Never, reason: "ignore patterns only" },
     Rule { pattern: "core.sharedRepository", when: When::Never, reason: "file modes of what git creates; runs nothing" },
     Rule { pattern: "core.preloadIndex", when: When::Never, reason: "parallel index stat only" },
-    Rule { pattern: "sequence.editor", when: When::Always, reason: "the editor git runs for interactive rebase" },
+    Rule { pattern: "sequence.editor", when: When::UnlessOneOf(&[":"]), reason: "the editor git runs for interactive rebase (`:` is none)" },
     // diff, merge and their drivers
     Rule { pattern: "diff.external", when: When::Always, reason: "the command git runs instead of its own diff" },
     Rule { pattern: "diff.<driver>.command", when: When::Always, reason: "the command a diff driver runs" },
@@ -102,8 +106,8 @@ pub static RULES: &[Rule] = &[
     Rule { pattern: "filter.<driver>.*", when: When::Always, reason: "clean, smudge and process are commands git runs on add, checkout and status" },
     Rule { pattern: "interactive.diffFilter", when: When::Always, reason: "a command git add -p pipes the diff through" },
     // credentials, signing
-    Rule { pattern: "credential.helper", when: When::Always, reason: "a credential helper git runs (a name, a path or a !shell command)" },
-    Rule { pattern: "credential.<url>.helper", when: When::Always, reason: "a credential helper git runs (a name, a path or a !shell command)" },
+    Rule { pattern: "credential.helper", when: When::UnlessOneOf(&[""]), reason: "a credential helper git runs (a name, a path or a !shell command; empty resets the list)" },
+    Rule { pattern: "credential.<url>.helper", when: When::UnlessOneOf(&[""]), reason: "a credential helper git runs (a name, a path or a !shell command; empty resets the list)" },
     Rule { pattern: "gpg.program", when: When::Always, reason: "the program git runs to sign and verify" },
     Rule { pattern: "gpg.<format>.program", when: When::Always, reason: "the program git runs to sign and verify" },
     Rule { pattern: "gpg.ssh.defaultKeyCommand", when: When::Always, reason: "a command git runs to pick the signing key" },
@@ -112,7 +116,7 @@ pub static RULES: &[Rule] = &[
     // aliases, pagers, includes, hooks
     Rule { pattern: "alias.*", when: When::Always, reason: "an alias: `!` makes it a shell command, and any other runs git with arguments the tool chose (rebase --exec, grep -O, difftool -x run programs)" },
     Rule { pattern: "alias.<name>.command", when: When::Always, reason: "an alias: `!` makes it a shell command, and any other runs git with arguments the tool chose (rebase --exec, grep -O, difftool -x run programs)" },
-    Rule { pattern: "pager.*", when: When::UnlessBoolean, reason: "a pager command git runs for that subcommand (a boolean only turns paging on or off)" },
+    Rule { pattern: "pager.*", when: When::UnlessBooleanOr(&["cat"]), reason: "a pager command git runs for that subcommand (a boolean only turns paging on or off; `cat` is no pager)" },
     Rule { pattern: "include.path", when: When::Always, reason: "git reads configuration from that file" },
     Rule { pattern: "includeIf.<condition>.path", when: When::Always, reason: "git reads configuration from that file" },
     Rule { pattern: "hook.<name>.command", when: When::Always, reason: "a configured hook command (git 2.5x config-based hooks)" },
@@ -263,7 +267,12 @@ pub fn dangerous_in(entry: &Entry, scope: Option<&Scope<'_>>) -> Option<&'static
     let hit = match rule.when {
         When::Always => true,
         When::Never => false,
-        When::UnlessBoolean => !is_boolean(value),
+        When::UnlessOneOf(harmless) => {
+            !value.is_some_and(|v| harmless.iter().any(|h| v == h.as_bytes()))
+        }
+        When::UnlessBooleanOr(harmless) => {
+            !is_boolean(value) && !value.is_some_and(|v| harmless.iter().any(|h| v == h.as_bytes()))
+        }
         When::Bang => value.is_some_and(|v| v.starts_with(b"!")),
         When::OutsideWorkspace(base) => match (scope, &entry.value) {
             (Some(scope), Some(v)) => !inside(scope, base, v),
@@ -377,6 +386,17 @@ mod tests {
         assert!(hit("[alias \"st\"]command = !x"));
         assert!(hit("[pager]log = less -R"));
         assert!(!hit("[pager]log = false"));
+        assert!(!hit("[pager]log = cat"));
+        assert!(hit("[core]pager = less"));
+        assert!(!hit("[core]pager = cat"));
+        assert!(!hit("[core]pager = \"\""));
+        assert!(hit("[core]pager"));
+        assert!(!hit("[core]editor = :"));
+        assert!(hit("[core]editor = \": \""));
+        assert!(!hit("[core]hooksPath = /dev/null"));
+        assert!(hit("[core]hooksPath = /dev/null/"));
+        assert!(!hit("[credential]helper = "));
+        assert!(hit("[credential]helper = store"));
         assert!(hit("[includeIf \"gitdir:/x\"]path = y"));
         assert!(hit("[include]path = y"));
         assert!(hit("[submodule \"s\"]update = !x"));

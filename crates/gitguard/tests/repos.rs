@@ -290,12 +290,15 @@ fn every_dangerous_key_written_by_git_config_is_found() {
     let mut checked = 0;
     for rule in RULES {
         for key in sample_keys(rule.pattern) {
-            let (hit, miss): (&[&str], &[&str]) = match rule.when {
-                When::Always => (&["cmd --flag"], &[]),
-                When::UnlessBoolean => (&["cmd --flag"], &["false", "true"]),
-                When::Bang => (&["!cmd"], &["rebase"]),
-                When::OutsideWorkspace(_) => (&["/elsewhere"], &["."]),
-                When::Never => (&[], &["cmd --flag"]),
+            let (hit, miss): (&[&str], Vec<&str>) = match rule.when {
+                When::Always => (&["cmd --flag"], vec![]),
+                When::UnlessOneOf(harmless) => (&["cmd --flag"], harmless.to_vec()),
+                When::UnlessBooleanOr(harmless) => {
+                    (&["cmd --flag"], [&["false", "true"], harmless].concat())
+                }
+                When::Bang => (&["!cmd"], vec!["rebase"]),
+                When::OutsideWorkspace(_) => (&["/elsewhere"], vec!["."]),
+                When::Never => (&[], vec!["cmd --flag"]),
             };
             for (value, want) in hit
                 .iter()
