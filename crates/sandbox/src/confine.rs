@@ -225,6 +225,9 @@ fn needed_features(rules: &ResolvedRules) -> Vec<Feature> {
 /// file it was when resolved; any other path (rules built by hand) is opened
 /// as given.
 fn open_rule<'a>(rules: &'a ResolvedRules, path: &Path) -> Result<RuleFd<'a>, RuleOpenError> {
+    if let Some(fd) = rules.view_roots.get(path) {
+        return Ok(RuleFd::Borrowed(fd.as_fd()));
+    }
     let Some(want) = rules.ids.get(path) else {
         return Ok(RuleFd::Path(PathFd::new(path)?));
     };

@@ -1,7 +1,8 @@
 //! A policy resolved for one request: the concrete rules the confinement enforces.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::open::FileId;
@@ -46,4 +47,28 @@ pub struct ResolvedRules {
     /// must still be that file, or its rule is dropped; equal rules are the
     /// same files. Paths not listed (rules built by hand) are opened as given.
     pub ids: BTreeMap<PathBuf, FileId>,
+    /// Rule paths whose file in the filesystem view is not the host's (a
+    /// copy-on-write cache is an overlay there): their rule is made from
+    /// this descriptor, opened inside the view.
+    pub view_roots: ViewRoots,
 }
+
+/// Descriptors opened inside a filesystem view, by the host path they stand
+/// for. Two are equal when they are the same list (one view's).
+#[derive(Debug, Clone, Default)]
+pub struct ViewRoots(pub Arc<Vec<(PathBuf, OwnedFd)>>);
+
+impl ViewRoots {
+    /// The descriptor standing for `path`, if any.
+    pub fn get(&self, path: &Path) -> Option<&OwnedFd> {
+        self.0.iter().find(|(p, _)| p == path).map(|(_, fd)| fd)
+    }
+}
+
+impl PartialEq for ViewRoots {
+    fn eq(&self, other: &ViewRoots) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || (self.0.is_empty() && other.0.is_empty())
+    }
+}
+
+impl Eq for ViewRoots {}

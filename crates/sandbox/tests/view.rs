@@ -73,6 +73,7 @@ fn system_rules(writable: Vec<PathBuf>) -> RulePaths {
             .iter()
             .flat_map(|p| toolsrv_sandbox::view::links_along(Path::new(p)))
             .collect(),
+        cow: Vec::new(),
     }
 }
 
@@ -89,6 +90,7 @@ fn view_for(t: &Tree, ws: &Path, server: ServerFiles) -> View {
         deny_read: vec![t.p("ws/**/*.pem")],
         deny_write: Vec::new(),
         rules: system_rules(vec![ws.to_path_buf()]),
+        layers: None,
     };
     View::build(&src, &[]).expect("build the view")
 }

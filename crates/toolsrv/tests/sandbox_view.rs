@@ -312,6 +312,47 @@ fn a_protected_file_replaced_on_the_host_stays_protected_for_a_running_tool() {
     );
 }
 
+/// Attack (issue 34, high): the built-in policy grants the package caches
+/// writable; a tool edits a cached crate's `build.rs` (cargo trusts an
+/// unpacked crate once `.cargo-ok` is there), and the human's next offline
+/// build of another project runs it unsandboxed.
+///
+/// Expected: the tool sees its edit (and the file it added) in this run and
+/// the next, but the human's cache is unchanged: the cache is mounted
+/// copy-on-write, its upper layer in the server's own state, which goes
+/// when the server stops.
+#[test]
+fn a_tool_cannot_change_the_humans_package_cache() {
+    let (_h, h) = tmp();
+    let krate = h.join(".cargo/registry/src/index.crates.io-0/foo-1.0.0");
+    std::fs::create_dir_all(&krate).expect("crate");
+    std::fs::write(krate.join("build.rs"), "fn main() {}\n").expect("build.rs");
+    std::fs::write(krate.join(".cargo-ok"), "{\"v\":1}").expect("ok");
+    let (_c, cwd) = tmp();
+    let hs = h.display().to_string();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd).env("HOME", &hs));
+    let b = krate.join("build.rs").display().to_string();
+    let added = krate.join("new.rs").display().to_string();
+    s.ok(&format!(
+        "echo 'fn main() {{ std::process::Command::new(\"evil\"); }}' > '{b}' && echo x > '{added}'"
+    ));
+    assert!(s.ok(&format!("cat '{b}'")).contains("evil"));
+    assert_eq!(s.ok(&format!("cat '{added}'")), "x\n");
+    assert_eq!(
+        std::fs::read_to_string(krate.join("build.rs")).expect("host build.rs"),
+        "fn main() {}\n"
+    );
+    assert!(!krate.join("new.rs").exists());
+    let layers = h.join(".cache/toolsrv/layers");
+    assert!(layers.is_dir(), "no layer directory");
+    s.srv.stop(libc::SIGTERM);
+    assert!(
+        wait_until(WAIT, || std::fs::read_dir(&layers)
+            .map_or(true, |d| d.count() == 0)),
+        "the server's cache layers stayed after it stopped"
+    );
+}
+
 /// A rule that names a protected path (or a path inside it) grants it as
 /// written: here `ro: ~/.ssh/known_hosts`.
 ///
@@ -397,6 +438,118 @@ fn a_project_local_toolsrv_directory_leaves_the_project_writable() {
     assert_eq!(
         std::fs::read(cwd.join(".toolsrv/sandbox.yaml")).expect("policy"),
         before
+    );
+}
+
+/// Attack (issue 34): a `rox` rule names the tools directory inside
+/// `{CWD}`; on 8877a1f naming it dropped its protection altogether and a
+/// tool could `mv tools tools.moved` and put its own tools in place.
+///
+/// Expected: the rule grants what it says (the tools are readable and run),
+/// the directory can neither be written, renamed nor removed, and the
+/// workspace around it stays writable.
+#[test]
+fn a_protected_path_a_rule_names_stays_put() {
+    let (_d, cwd) = tmp();
+    let tools = cwd.join("tools");
+    let (_p, pdir) = tmp();
+    let policy = pdir.join("sandbox.yaml");
+    let rules = serde_json::json!({
+        "filesystem": {
+            "ro": ["/etc"],
+            "rox": ["/usr", "/bin", "/sbin", "/lib", "/lib64", "{CWD}/tools"],
+            "rw": ["/dev/null"],
+            "rwx": ["{CWD}"],
+        },
+        "advanced": {"add_exec": true},
+    });
+    std::fs::write(&policy, rules.to_string()).expect("policy");
+    std::fs::create_dir(&tools).expect("tools");
+    crate::procs_util::write_tool(
+        &tools,
+        "shell.yaml",
+        "description: a shell\ncommand: \"sh -c {command}\"\nparams:\n  command:\n    type: string\n    required: true\n",
+    );
+    let launch = Launch::new().cwd(&cwd).args([
+        "--sandbox",
+        &policy.display().to_string(),
+        "--tools",
+        &tools.display().to_string(),
+    ]);
+    let mut s = Session::no_auth(launch);
+    assert!(s.ok("ls tools").contains("shell"));
+    s.refused("mv tools tools.moved");
+    s.refused("echo 'command: evil' > tools/shell.yaml");
+    s.refused("rm -r tools");
+    assert!(tools.join("shell.yaml").exists() && !cwd.join("tools.moved").exists());
+    assert_eq!(s.ok("echo a > a.txt && mv a.txt b.txt && cat b.txt"), "a\n");
+}
+
+/// Attack (issue 34, high; `--cwd $HOME`, `remote up --cwd ~`): the shell
+/// start-up files were read-only, but a tool could write `~/.gitconfig`
+/// (`core.pager`), `~/.config/autostart/x.desktop`, `~/.local/bin/git`
+/// (first on Debian's `PATH`), `~/.cargo/config.toml` (`rustc-wrapper`),
+/// `~/.config/pip/pip.conf`, `~/.vimrc`: each runs the tool's code or takes
+/// its configuration when the human next uses the program.
+///
+/// Expected: each write fails and the files are unchanged; `~/bin` too;
+/// ordinary files and directories of `$HOME` stay writable.
+#[test]
+fn a_writable_home_keeps_what_the_humans_programs_run() {
+    let (_h, h) = tmp();
+    for d in [
+        ".config/autostart",
+        ".config/pip",
+        ".local/bin",
+        ".cargo",
+        "bin",
+        "work",
+    ] {
+        std::fs::create_dir_all(h.join(d)).expect("dirs");
+    }
+    for f in [".gitconfig", ".vimrc", ".cargo/config.toml"] {
+        std::fs::write(h.join(f), "# mine\n").expect("files");
+    }
+    let path = format!("{}/.local/bin:/usr/bin:/bin", h.display());
+    let mut s = Session::no_auth(home_launch(&h).env("PATH", &path));
+    for (what, cmd) in [
+        (
+            ".gitconfig",
+            "printf '[core]\\n\\tpager = evil\\n' >> .gitconfig",
+        ),
+        (".vimrc", "echo '!evil' >> .vimrc"),
+        (
+            ".cargo/config.toml",
+            "echo 'build.rustc-wrapper = \"evil\"' >> .cargo/config.toml",
+        ),
+        (".config/autostart", "echo x > .config/autostart/x.desktop"),
+        (".config/pip", "echo '[global]' > .config/pip/pip.conf"),
+        (".local/bin", "echo evil > .local/bin/git"),
+        ("bin", "echo evil > bin/ls"),
+    ] {
+        let (err, text) = s.sh(cmd);
+        assert!(err && refused(&text), "{what}: {cmd}: {text}");
+    }
+    for f in [".gitconfig", ".vimrc", ".cargo/config.toml"] {
+        assert_eq!(
+            std::fs::read_to_string(h.join(f)).expect("read"),
+            "# mine\n",
+            "{f}"
+        );
+    }
+    for gone in [
+        ".config/autostart/x.desktop",
+        ".config/pip/pip.conf",
+        ".local/bin/git",
+        "bin/ls",
+    ] {
+        assert!(!h.join(gone).exists(), "{gone}");
+    }
+    assert_eq!(
+        s.ok(
+            "echo n > notes.txt && mkdir -p work/x && mv notes.txt work/x/ && cat work/x/notes.txt"
+        ),
+        "n\n"
     );
 }
 

@@ -152,6 +152,7 @@ impl Policy {
             best_effort: self.general.best_effort,
             workdir: ctx.workdir.clone(),
             ids,
+            view_roots: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use super::plan::{Bind, Cover, Hole, Plan, Skel};
@@ -22,6 +23,8 @@ pub(crate) struct Built {
     pub(crate) ns: OwnedFd,
     /// The workspace, opened inside the view.
     pub(crate) workspace: WorkDir,
+    /// The roots of the copy-on-write caches, opened inside the view.
+    pub(crate) roots: Vec<(PathBuf, OwnedFd)>,
 }
 
 /// Builds the view of `plan` on a new thread and waits for it.
@@ -95,10 +98,8 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     //    clone keeps each mount's flags: a host read-only mount stays so).
     let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
     for b in &plan.binds {
-        match sys::clone_tree(&b.path, true) {
-            Ok(fd) => clones.push((b, fd)),
-            Err(e) if gone(&e) => {}
-            Err(e) => return Err(step("clone a rule path", &b.path)(e)),
+        if let Some(fd) = source(b)? {
+            clones.push((b, fd));
         }
     }
     let hole_clones = plan
@@ -139,6 +140,7 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     for (c, holes) in plan.covers.iter().zip(hole_clones) {
         cover(c, holes, empty.as_fd())?;
     }
+    let roots = cow_roots(&plan.binds)?;
     // 6. Into the new root; the host's tree goes.
     sys::pivot_to_cwd().map_err(step("pivot_root", root))?;
     sys::fchdir(old_root.as_fd()).map_err(step("enter the old root", root))?;
@@ -150,7 +152,54 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
         path: plan.workspace.clone(),
         source: io::Error::other(e.to_string()),
     })?;
-    Ok(Built { ns, workspace })
+    Ok(Built {
+        ns,
+        workspace,
+        roots,
+    })
+}
+
+/// The roots of the copy-on-write binds among `binds`, opened where this
+/// thread is (in the view): their Landlock rules are made from these, since
+/// an overlay's files are not the host's.
+pub(crate) fn cow_roots(binds: &[Bind]) -> Result<Vec<(PathBuf, OwnedFd)>, ViewError> {
+    binds
+        .iter()
+        .filter(|b| b.layer.is_some())
+        .map(|b| {
+            sys::open_path(&rel(&b.path))
+                .map(|fd| (b.path.clone(), fd))
+                .map_err(step("open a cache in the view", &b.path))
+        })
+        .collect()
+}
+
+/// What the bind `b` attaches, made while the host's tree is reachable: a
+/// clone of its path, or for a copy-on-write cache an overlay over it (its
+/// layer's `upper` and `work` made first, owner-only). `None` when the path
+/// went away meanwhile.
+pub(crate) fn source(b: &Bind) -> Result<Option<OwnedFd>, ViewError> {
+    let made = match &b.layer {
+        None => sys::clone_tree(&b.path, true),
+        Some(layer) => {
+            let (upper, work) = (layer.join("upper"), layer.join("work"));
+            for d in [&upper, &work] {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(d)
+                    .map_err(step("make a cache layer", d))?;
+            }
+            let userxattr = toolsrv_base::effective_uid() != 0;
+            sys::detached_overlay(&b.path, &upper, &work, userxattr)
+        }
+    };
+    match made {
+        Ok(fd) => Ok(Some(fd)),
+        Err(e) if gone(&e) => Ok(None),
+        Err(e) if b.layer.is_some() => Err(step("mount a cache copy-on-write", &b.path)(e)),
+        Err(e) => Err(step("clone a rule path", &b.path)(e)),
+    }
 }
 
 /// Attaches the clone `fd` of the bind `b` at its path (relative to the

@@ -19,7 +19,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::build::{attach_bind, clone_holes, cover, empty_file, pin, place, step};
+use super::build::{
+    attach_bind, clone_holes, cover, cow_roots, empty_file, pin, place, source, step,
+};
 use super::plan::{Bind, Cover, Hole, Skel};
 use super::sys;
 use super::ViewError;
@@ -56,10 +58,17 @@ impl Delta {
     }
 }
 
-/// Applies `delta` to the view whose namespace is `ns`, on a new thread;
-/// returns the paths the view's mount table does not show mounted after it
-/// (skipped or failed steps), which the caller keeps pending.
-pub(crate) fn apply(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Vec<PathBuf>, ViewError> {
+/// What [`apply`] made.
+pub(crate) struct Applied {
+    /// The mount targets the view's mount table does not show after it
+    /// (skipped or failed steps), which the caller keeps pending.
+    pub(crate) pending: Vec<PathBuf>,
+    /// The roots of the new copy-on-write binds, opened in the view.
+    pub(crate) roots: Vec<(PathBuf, OwnedFd)>,
+}
+
+/// Applies `delta` to the view whose namespace is `ns`, on a new thread.
+pub(crate) fn apply(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Applied, ViewError> {
     let ns = ns
         .try_clone_to_owned()
         .map_err(step("duplicate the view's namespace", Path::new("/")))?;
@@ -76,15 +85,13 @@ pub(crate) fn apply(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Vec<PathBuf>, V
         })?
 }
 
-fn apply_here(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Vec<PathBuf>, ViewError> {
+fn apply_here(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Applied, ViewError> {
     let root = Path::new("/");
     // What comes from the host, while this thread is still in its namespace.
     let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
     for b in &delta.binds {
-        match sys::clone_tree(&b.path, true) {
-            Ok(fd) => clones.push((b, fd)),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) => return Err(step("clone a rule path", &b.path)(e)),
+        if let Some(fd) = source(b)? {
+            clones.push((b, fd));
         }
     }
     let holes: Vec<Vec<(Hole, OwnedFd)>> = delta
@@ -120,12 +127,14 @@ fn apply_here(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Vec<PathBuf>, ViewErr
     for (c, h) in delta.covers.iter().zip(holes) {
         cover(c, h, empty.as_fd())?;
     }
+    let roots = cow_roots(&delta.binds)?;
     let mounted = mount_points().map_err(step("read the view's mount table", root))?;
-    Ok(delta
+    let pending = delta
         .targets()
         .filter(|p| !mounted.contains(*p))
         .map(Path::to_path_buf)
-        .collect())
+        .collect();
+    Ok(Applied { pending, roots })
 }
 
 /// The mount points of this thread's mount namespace, as paths from its

@@ -24,7 +24,9 @@
 //! and the server falls back to carving (`policy::carved_paths`).
 
 mod build;
+pub mod caches;
 pub mod glob;
+pub mod home;
 pub mod live;
 pub mod plan;
 pub mod protected;
@@ -144,6 +146,8 @@ struct State {
     ids: HashMap<PathBuf, Option<FileId>>,
     /// Mount targets a refresh could not confirm (tried again next time).
     pending: Vec<PathBuf>,
+    /// The roots of the copy-on-write caches, opened in the view.
+    roots: crate::rules::ViewRoots,
 }
 
 /// What a [`View::refresh`] did.
@@ -172,7 +176,13 @@ fn plan_for(set: &ProtectedSet, sources: &Sources, extra: &[Entry]) -> Plan {
         .iter()
         .filter_map(|p| std::fs::canonicalize(p).ok())
         .collect();
-    Plan::new(&planned, &sources.rules, &shown, &sources.workspace)
+    Plan::new(
+        &planned,
+        &sources.rules,
+        &shown,
+        sources.layers.as_deref(),
+        &sources.workspace,
+    )
 }
 
 /// The identity each cover of `plan` had in `set` (and in `extra`).
@@ -207,6 +217,7 @@ impl View {
                 applied: Arc::new(plan),
                 ids,
                 pending: Vec::new(),
+                roots: crate::rules::ViewRoots(Arc::new(built.roots)),
             }),
         })
     }
@@ -260,10 +271,11 @@ impl View {
                 .cloned()
                 .collect(),
         };
-        let pending = if delta.is_empty() {
-            Vec::new()
+        let (pending, roots) = if delta.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
-            live::apply(self.ns.as_fd(), &delta)?
+            let a = live::apply(self.ns.as_fd(), &delta)?;
+            (a.pending, a.roots)
         };
         let mut merged = (*applied).clone();
         merged.skeleton.extend(delta.skeleton.iter().cloned());
@@ -308,6 +320,20 @@ impl View {
         st.applied = Arc::new(merged);
         st.ids = ids;
         st.pending = pending.clone();
+        if !roots.is_empty() {
+            let mut all: Vec<(PathBuf, OwnedFd)> = Vec::new();
+            for (p, fd) in st.roots.0.iter() {
+                if !roots.iter().any(|(q, _)| q == p) {
+                    all.push((
+                        p.clone(),
+                        fd.try_clone()
+                            .map_err(build::step("duplicate a cache root", p))?,
+                    ));
+                }
+            }
+            all.extend(roots);
+            st.roots = crate::rules::ViewRoots(Arc::new(all));
+        }
         Ok(Refreshed {
             added,
             paths,
@@ -329,6 +355,13 @@ impl View {
     /// What the view protects now.
     pub fn protected(&self) -> Arc<ProtectedSet> {
         self.state.lock_unpoisoned().set.clone()
+    }
+
+    /// The roots of its copy-on-write caches, opened inside it: the
+    /// rules of a run in the view are made from these
+    /// ([`crate::rules::ResolvedRules::view_roots`]).
+    pub fn roots(&self) -> crate::rules::ViewRoots {
+        self.state.lock_unpoisoned().roots.clone()
     }
 
     /// What is mounted in it now.

@@ -36,6 +36,9 @@ pub struct RulePaths {
     pub readable: Vec<PathBuf>,
     /// The symbolic links met on the way to them, as the policy names them.
     pub links: Vec<Link>,
+    /// The writable paths that are package caches (`caches::CACHES`): bound
+    /// copy-on-write where the server has a layer directory.
+    pub cow: Vec<PathBuf>,
 }
 
 impl RulePaths {
@@ -56,6 +59,10 @@ pub struct Bind {
     /// What it is on the host (device, inode): a rule path removed and made
     /// again is a new bind.
     pub id: (u64, u64),
+    /// Copy-on-write: an overlay whose lower layer is the host's directory
+    /// and whose upper layer (and work directory) are made under this
+    /// directory of the server's own state.
+    pub layer: Option<PathBuf>,
 }
 
 /// One entry of the skeleton.
@@ -136,6 +143,9 @@ pub struct Plan {
     pub pins: Vec<PathBuf>,
     /// The protections, outermost first.
     pub covers: Vec<Cover>,
+    /// Protected paths a writable rule names inside a writable bind: granted
+    /// writable, and pinned so that they stay where they are.
+    pub stay: Vec<PathBuf>,
     /// Missing protected paths a tool could create (their nearest existing
     /// ancestor lies in a writable bind): nothing exists in the view to
     /// stop it, so the server watches for them.
@@ -151,10 +161,18 @@ impl Plan {
     /// The plan for `set` under `rules`, with the view's working directory
     /// `workspace`; `shown` (the tools directories) are bound read-only
     /// where no rule binds them, without counting as rules.
-    pub fn new(set: &ProtectedSet, rules: &RulePaths, shown: &[PathBuf], workspace: &Path) -> Plan {
+    /// `layers` is the server's layer directory for the copy-on-write caches
+    /// (`None`: they are bound like any writable rule).
+    pub fn new(
+        set: &ProtectedSet,
+        rules: &RulePaths,
+        shown: &[PathBuf],
+        layers: Option<&Path>,
+        workspace: &Path,
+    ) -> Plan {
         let mut plan = Plan {
             workspace: workspace.to_path_buf(),
-            binds: binds(rules, shown),
+            binds: binds(rules, shown, layers),
             ..Plan::default()
         };
         plan.skeleton = skeleton(&plan.binds, &rules.links);
@@ -177,12 +195,43 @@ impl Plan {
             .collect();
         plan.covers
             .retain(|c| !c.path().ancestors().skip(1).any(|a| hidden.contains(a)));
-        let mut pins = Vec::new();
-        for c in &plan.covers {
-            let p = c.path();
-            let Some(root) = plan.bind_of(p).filter(|b| b.writable) else {
+        // A writable rule inside a read-only cover keeps its rights: it gets
+        // a bind of its own, made before the cover (whose recursive clone
+        // then carries it, writable).
+        let mut holes: Vec<Bind> = rules
+            .writable
+            .iter()
+            .filter(|w| {
+                plan.covers
+                    .iter()
+                    .any(|c| matches!(c, Cover::ReadOnly(r) if w.starts_with(r) && *w != r))
+                    && !plan.binds.iter().any(|b| b.path == **w)
+            })
+            .filter_map(|w| {
+                let m = std::fs::metadata(w).ok()?;
+                Some(Bind {
+                    path: w.clone(),
+                    writable: true,
+                    dir: m.is_dir(),
+                    id: (m.dev(), m.ino()),
+                    layer: None,
+                })
+            })
+            .collect();
+        holes.sort_by_key(|b| b.path.components().count());
+        plan.binds.extend(holes);
+        let mut pins = plan.stay.clone();
+        let pinned: Vec<PathBuf> = plan
+            .covers
+            .iter()
+            .map(|c| c.path().to_path_buf())
+            .chain(plan.stay.iter().cloned())
+            .collect();
+        for p in &pinned {
+            let Some(root) = plan.bind_of(p).filter(|b| b.writable && b.path != *p) else {
                 continue;
             };
+            let root = root.clone();
             let mut d = p.parent();
             while let Some(dir) = d {
                 if dir == root.path || !dir.starts_with(&root.path) {
@@ -214,7 +263,18 @@ impl Plan {
     fn add(&mut self, e: &Entry, rules: &RulePaths) {
         let p = &e.path;
         if rules.names(p) {
-            // Named by a rule: granted as written.
+            // Named by a rule: granted as written, and it stays where it is
+            // (the tools directory, the policy): inside a writable bind a
+            // read-only rule's path is bound read-only, a writable rule's
+            // path is pinned.
+            let inside_writable = self.bind_of(p).is_some_and(|b| b.writable && b.path != *p);
+            if e.id.is_some() && inside_writable {
+                if rules.writable.contains(p) {
+                    self.stay.push(p.clone());
+                } else {
+                    self.covers.push(Cover::ReadOnly(p.clone()));
+                }
+            }
             return;
         }
         let Some(bind) = self.bind_of(p).cloned() else {
@@ -258,7 +318,9 @@ impl Plan {
 /// lies in a bind giving it as much already (a read-only rule inside any
 /// bind, a writable one inside a writable bind). A path named both ways is
 /// writable. `/proc` and `shown` are bound read-only unless a rule binds them.
-fn binds(rules: &RulePaths, shown: &[PathBuf]) -> Vec<Bind> {
+/// A copy-on-write cache is always bound, as an overlay with its layer under
+/// `layers`.
+fn binds(rules: &RulePaths, shown: &[PathBuf], layers: Option<&Path>) -> Vec<Bind> {
     let mut all: Vec<(PathBuf, bool)> = rules
         .writable
         .iter()
@@ -271,12 +333,15 @@ fn binds(rules: &RulePaths, shown: &[PathBuf]) -> Vec<Bind> {
     all.sort_by_key(|(p, w)| (p.components().count(), !*w, p.clone()));
     let mut out: Vec<Bind> = Vec::new();
     for (path, writable) in all {
+        let layer = layers
+            .filter(|_| writable && rules.cow.contains(&path))
+            .map(|l| super::caches::layer_of(l, &path));
         let inner = out
             .iter()
             .filter(|b| path.starts_with(&b.path))
             .max_by_key(|b| b.path.components().count());
         if let Some(b) = inner {
-            if b.writable || !writable {
+            if (b.writable || !writable) && layer.is_none() {
                 continue;
             }
         }
@@ -288,6 +353,7 @@ fn binds(rules: &RulePaths, shown: &[PathBuf]) -> Vec<Bind> {
             writable,
             dir: meta.is_dir(),
             id: (meta.dev(), meta.ino()),
+            layer,
         });
     }
     out
@@ -442,7 +508,7 @@ mod tests {
             readable: vec![r.join("w/ro"), r.join("u"), r.join("u/x")],
             links: Vec::new(),
         };
-        let b: Vec<(PathBuf, bool)> = binds(&rules, &[])
+        let b: Vec<(PathBuf, bool)> = binds(&rules, &[], None)
             .into_iter()
             .map(|b| (b.path, b.writable))
             .collect();
@@ -481,7 +547,7 @@ mod tests {
                 target: PathBuf::from("usr/lib64"),
             }]
         );
-        let plan = Plan::new(&ProtectedSet::default(), &rules, &[], &r);
+        let plan = Plan::new(&ProtectedSet::default(), &rules, &[], None, &r);
         let paths: Vec<&Path> = plan.skeleton.iter().map(Skel::path).collect();
         assert!(paths.contains(&r.join("usr").as_path()));
         assert!(paths.contains(&r.join("home/u").as_path()));
@@ -521,7 +587,7 @@ mod tests {
             readable: vec![r.join("h/.ssh/known_hosts"), r.join("etc")],
             links: Vec::new(),
         };
-        let plan = Plan::new(&set, &rules, &[], &r.join("w"));
+        let plan = Plan::new(&set, &rules, &[], None, &r.join("w"));
         assert_eq!(plan.pins, vec![r.join("w/.git")]);
         assert!(plan.covers.contains(&Cover::HideFile(r.join("w/sock"))));
         assert!(plan
@@ -559,7 +625,7 @@ mod tests {
             writable: vec![r.join("h")],
             ..RulePaths::default()
         };
-        let plan = Plan::new(&set, &rules, &[], &r.join("h"));
+        let plan = Plan::new(&set, &rules, &[], None, &r.join("h"));
         let paths: Vec<PathBuf> = plan.covers.iter().map(|c| c.path().into()).collect();
         assert_eq!(
             paths,

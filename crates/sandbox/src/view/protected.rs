@@ -81,6 +81,9 @@ pub struct Sources {
     /// The policy's rule paths (`{CWD}` as the workspace): what the view
     /// binds, and under which read-only rules a socket is masked.
     pub rules: RulePaths,
+    /// The server's directory for the upper layers of the copy-on-write
+    /// caches (`None`: caches are bound as they are).
+    pub layers: Option<PathBuf>,
 }
 
 /// The protected paths found, sorted.
@@ -193,6 +196,12 @@ impl ProtectedSet {
         }
         for raw in SHELL_ORDERED {
             if let Ok(p) = src.ctx.expand(raw) {
+                set.add(&p, Kind::ReadOnly, Shape::File);
+            }
+        }
+        if let Some(h) = &home {
+            let path = src.ctx.env.get("PATH").map(String::as_str);
+            for p in super::home::read_only_entries(h, &src.rules, &src.ctx, path) {
                 set.add(&p, Kind::ReadOnly, Shape::File);
             }
         }
@@ -432,6 +441,7 @@ mod tests {
             deny_read: Vec::new(),
             deny_write: Vec::new(),
             rules: RulePaths::default(),
+            layers: None,
         }
     }
 

@@ -28,6 +28,8 @@ const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 /// `FSMOUNT_CLOEXEC`.
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+/// `FSCONFIG_SET_FLAG`.
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 /// `FSCONFIG_SET_STRING`.
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 /// `FSCONFIG_CMD_CREATE`.
@@ -361,4 +363,67 @@ pub(crate) fn enter_mount_namespace(fd: BorrowedFd<'_>) -> io::Result<()> {
 pub(crate) fn make_writable(path: &Path) -> io::Result<()> {
     let c = c_path(path)?;
     set_attr(libc::AT_FDCWD, &c, false, 0, MOUNT_ATTR_RDONLY)
+}
+
+/// A detached overlay whose lower layer is `lower` (read as it is) and
+/// whose upper layer and work directory are `upper` and `work` (existing,
+/// empty at first, on one filesystem). With `userxattr` (a server in a user
+/// namespace of its own) overlayfs keeps its bookkeeping in `user.`
+/// extended attributes.
+pub(crate) fn detached_overlay(
+    lower: &Path,
+    upper: &Path,
+    work: &Path,
+    userxattr: bool,
+) -> io::Result<OwnedFd> {
+    // Safety: the name is NUL-terminated.
+    let fs =
+        owned(unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) })?;
+    let set = |key: &std::ffi::CStr, value: Option<&Path>| -> io::Result<()> {
+        let v = value.map(c_path).transpose()?;
+        let (cmd, vp) = match &v {
+            Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
+            None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+        };
+        // Safety: key and value are NUL-terminated and outlive the call.
+        check(unsafe {
+            libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), vp, 0)
+        })
+        .map(drop)
+    };
+    set(c"lowerdir+", Some(lower))?;
+    set(c"upperdir", Some(upper))?;
+    set(c"workdir", Some(work))?;
+    if userxattr {
+        set(c"userxattr", None)?;
+    }
+    // Safety: no pointers.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })?;
+    // Safety: no pointers.
+    owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) })
+}
+
+/// `open(path, O_PATH | O_NOFOLLOW)`: what is at `path` in this thread's
+/// mount namespace, to make a Landlock rule of (a cache's overlay root).
+pub(crate) fn open_path(path: &Path) -> io::Result<OwnedFd> {
+    let c = c_path(path)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    owned(
+        unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        }
+        .into(),
+    )
 }

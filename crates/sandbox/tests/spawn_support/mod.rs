@@ -147,6 +147,7 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
         best_effort: false,
         workdir: None,
         ids: Default::default(),
+        view_roots: Default::default(),
     }
 }
 

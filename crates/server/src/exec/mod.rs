@@ -72,12 +72,14 @@ pub(crate) struct Executor {
     /// resolved to (`ResolvedRules::ids`, the working directory's identity),
     /// not only by their paths.
     confinements: Mutex<Vec<(Arc<ResolvedRules>, Arc<Confinement>)>>,
-    /// Resolved rules by (policy, working directory opened, executables).
+    /// Resolved rules by (policy, working directory opened, executables, the
+    /// view they are for: its address).
     rules: cache::TtlCache<
         (
             cache::Same<Policy>,
             toolsrv_sandbox::open::FileId,
             Vec<std::path::PathBuf>,
+            usize,
         ),
         Arc<ResolvedRules>,
     >,

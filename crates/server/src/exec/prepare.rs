@@ -270,12 +270,18 @@ impl Executor {
             let exec = exec_paths(&tool, &inv.program);
             // A reloaded policy is a new Arc, so a new key; the working
             // directory is keyed by what was opened, never by its path.
-            let key = (Same(policy.clone()), workdir.id(), exec.clone());
+            // The view is part of the key: its copy-on-write caches are
+            // its own files, which the rules are made from.
+            let in_view = view.as_ref().map_or(0, |v| Arc::as_ptr(v) as usize);
+            let key = (Same(policy.clone()), workdir.id(), exec.clone(), in_view);
             let rules = self.rules.get_or(key, || {
-                Arc::new(if view.is_some() {
-                    policy.resolve_whole(&ctx(), &exec)
-                } else {
-                    policy.resolve_carving(&ctx(), &exec, &self.carve)
+                Arc::new(match &view {
+                    Some(v) => {
+                        let mut r = policy.resolve_whole(&ctx(), &exec);
+                        r.view_roots = v.roots();
+                        r
+                    }
+                    None => policy.resolve_carving(&ctx(), &exec, &self.carve),
                 })
             });
             Some(self.confinement(&rules)?)

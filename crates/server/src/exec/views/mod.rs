@@ -14,6 +14,7 @@
 //! their view (an `Arc`) until they have started; an old view is dropped
 //! with its last run.
 
+mod layers;
 mod trigger;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub(crate) struct Views {
     root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::view::Entry>)>>,
     /// Held while a view is built: a view many runs wait for is built once.
     building: Mutex<()>,
+    /// The copy-on-write cache layers of this server.
+    layers: Option<layers::Layers>,
 }
 
 /// How many times a failed view build is planned and tried again.
@@ -64,6 +67,17 @@ impl Views {
         env: std::collections::HashMap<String, String>,
         main: Arc<Policy>,
     ) -> Arc<Views> {
+        let mut server = server;
+        let ctx = PathContext {
+            cwd: workspace.to_path_buf(),
+            workdir: None,
+            workspace: None,
+            env: env.clone(),
+        };
+        let layers = layers::Layers::make(&ctx);
+        if let Some(l) = &layers {
+            server.hidden.push(l.root.clone());
+        }
         let views = Arc::new(Views {
             slots: Mutex::new(Vec::new()),
             workspace: workspace.to_path_buf(),
@@ -71,6 +85,7 @@ impl Views {
             env,
             root_only: Mutex::new(None),
             building: Mutex::new(()),
+            layers,
         });
         let weak = Arc::downgrade(&views);
         let started = std::thread::Builder::new()
@@ -102,6 +117,7 @@ impl Views {
             deny_read,
             deny_write,
             rules,
+            layers: self.layers.as_ref().map(|l| l.dir.clone()),
         }
     }
 
@@ -119,8 +135,15 @@ impl Views {
     fn rule_paths(&self, policy: &Policy) -> RulePaths {
         let ctx = self.ctx();
         let resolved = policy.resolve_whole(&ctx, &[]);
+        let writable: Vec<PathBuf> = resolved.rw.iter().chain(&resolved.rwx).cloned().collect();
+        let caches = toolsrv_sandbox::view::caches::expanded(&ctx);
         RulePaths {
-            writable: resolved.rw.iter().chain(&resolved.rwx).cloned().collect(),
+            cow: writable
+                .iter()
+                .filter(|w| caches.contains(w))
+                .cloned()
+                .collect(),
+            writable,
             readable: resolved.ro.iter().chain(&resolved.rox).cloned().collect(),
             links: policy.rule_links(&ctx),
         }
