@@ -41,6 +41,16 @@ use crate::watchdog::Watchdog;
 /// How many prepared confinements are kept for reuse.
 const CONFINEMENT_CACHE: usize = 16;
 
+/// What resolved rules are cached by: the policy, the working directory
+/// opened, the executables, and the view they are for (its address: a
+/// view's copy-on-write caches are its own files).
+type RulesKey = (
+    cache::Same<Policy>,
+    toolsrv_sandbox::open::FileId,
+    Vec<std::path::PathBuf>,
+    usize,
+);
+
 /// The executor's long-lived state.
 pub(crate) struct Executor {
     /// The sandbox policy (re-read when it changes) and its profiles.
@@ -73,16 +83,8 @@ pub(crate) struct Executor {
     /// not only by their paths.
     confinements: Mutex<Vec<(Arc<ResolvedRules>, Arc<Confinement>)>>,
     /// Resolved rules by (policy, working directory opened, executables, the
-    /// view they are for: its address).
-    rules: cache::TtlCache<
-        (
-            cache::Same<Policy>,
-            toolsrv_sandbox::open::FileId,
-            Vec<std::path::PathBuf>,
-            usize,
-        ),
-        Arc<ResolvedRules>,
-    >,
+    /// view they are for).
+    rules: cache::TtlCache<RulesKey, Arc<ResolvedRules>>,
     /// `--cwd`, opened at startup: every sandboxed request's working
     /// directory is looked up beneath this descriptor.
     base_cwd: Arc<WorkDir>,
