@@ -507,6 +507,7 @@ mod tests {
             writable: vec![r.join("w"), r.join("w/sub"), r.join("u/rw")],
             readable: vec![r.join("w/ro"), r.join("u"), r.join("u/x")],
             links: Vec::new(),
+            cow: Vec::new(),
         };
         let b: Vec<(PathBuf, bool)> = binds(&rules, &[], None)
             .into_iter()
@@ -539,6 +540,7 @@ mod tests {
                 r.join("home/u/.gitconfig"),
             ],
             links: links_along(&r.join("lib64/ld.so")),
+            cow: Vec::new(),
         };
         assert_eq!(
             rules.links,
@@ -586,6 +588,7 @@ mod tests {
             writable: vec![r.join("w"), r.join("h/.aws")],
             readable: vec![r.join("h/.ssh/known_hosts"), r.join("etc")],
             links: Vec::new(),
+            cow: Vec::new(),
         };
         let plan = Plan::new(&set, &rules, &[], None, &r.join("w"));
         assert_eq!(plan.pins, vec![r.join("w/.git")]);

@@ -121,6 +121,7 @@ mod tests {
             writable: vec![r.join("rw")],
             readable: vec![r.clone()],
             links: Vec::new(),
+            cow: Vec::new(),
         };
         let (found, cut) = root_only(&rules);
         let paths: Vec<_> = found.iter().map(|e| e.path.clone()).collect();
