@@ -441,6 +441,32 @@ fn a_project_local_toolsrv_directory_leaves_the_project_writable() {
     );
 }
 
+/// Control: a tool whose program lies outside every rule (granted by
+/// `advanced.add_exec`, as the built-in policy does: `executable:
+/// /opt/x/bin/tool`) still starts: the view is built from the rules, so the
+/// server shows the tool's program in it, read-only, at its first call.
+#[test]
+fn a_tool_whose_program_lies_outside_every_rule_still_runs() {
+    let (_i, bin) = tmp();
+    let prog = bin.join("say");
+    std::fs::copy("/bin/echo", &prog).expect("copy echo");
+    let tool = format!(
+        "description: says hi\nexecutable: {}\nparams:\n  word: {{type: string}}\n",
+        prog.display()
+    );
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .tools(&[("say.yaml", &tool)])
+        .start();
+    let mut c = srv.attached();
+    load(&mut c, "a1", "say");
+    for _ in 0..2 {
+        let r = call(&mut c, &[("tool", "say"), ("agent", "a1"), ("word", "hi")]);
+        let (err, text) = out(&r);
+        assert!(!err && text.contains("hi"), "{r}");
+    }
+}
+
 /// Attack (issue 34): a `rox` rule names the tools directory inside
 /// `{CWD}`; on 8877a1f naming it dropped its protection altogether and a
 /// tool could `mv tools tools.moved` and put its own tools in place.

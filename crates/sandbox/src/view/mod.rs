@@ -130,6 +130,12 @@ pub struct View {
     ns: OwnedFd,
     workspace: Arc<WorkDir>,
     state: Mutex<State>,
+    /// Held while the view is changed ([`View::refresh`], [`View::expose`]):
+    /// one change at a time, each from the state the last one left.
+    changing: Mutex<()>,
+    /// Paths, as a request named them, known to be shown ([`View::unshown`]
+    /// looks each up once).
+    shown: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 /// What a view protects and what is mounted in it.
@@ -219,6 +225,8 @@ impl View {
                 pending: Vec::new(),
                 roots: crate::rules::ViewRoots(Arc::new(built.roots)),
             }),
+            changing: Mutex::new(()),
+            shown: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -231,6 +239,7 @@ impl View {
         if set.incomplete {
             return Ok(Refreshed::default());
         }
+        let _one = self.changing.lock_unpoisoned();
         let (applied, old_ids) = {
             let st = self.state.lock_unpoisoned();
             if *st.set == set && st.rules == sources.rules && st.pending.is_empty() {
@@ -339,6 +348,72 @@ impl View {
             paths,
             pending,
         })
+    }
+
+    /// Which of `paths` (as a tool's metadata names them) the view does not
+    /// show, canonical: each path is looked up (`canonicalize`) until it is
+    /// known to be shown, then never again.
+    pub fn unshown(&self, paths: &[PathBuf]) -> Vec<PathBuf> {
+        let mut known = self.shown.lock_unpoisoned();
+        let mut out = Vec::new();
+        for p in paths {
+            if known.contains(p) {
+                continue;
+            }
+            let Ok(c) = std::fs::canonicalize(p) else {
+                continue;
+            };
+            if self.plan().shows(&c) {
+                known.insert(p.clone());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Makes `paths` (canonical: a tool's program and script) visible in the
+    /// view, read-only, where no bind shows them (a tool whose program lies
+    /// outside every rule, granted by `advanced.add_exec`); returns how many
+    /// were added. They stay for the view's life. The paths come from tool
+    /// metadata, which tools cannot write.
+    pub fn expose(&self, paths: &[PathBuf]) -> Result<usize, ViewError> {
+        if paths.iter().all(|p| self.plan().shows(p)) {
+            return Ok(0);
+        }
+        let _one = self.changing.lock_unpoisoned();
+        let applied = self.plan();
+        let binds: Vec<plan::Bind> = paths
+            .iter()
+            .filter(|p| !applied.shows(p))
+            .filter_map(|p| plan::read_only_bind(p))
+            .collect();
+        if binds.is_empty() {
+            return Ok(0);
+        }
+        let all: Vec<plan::Bind> = applied.binds.iter().chain(&binds).cloned().collect();
+        let skeleton: Vec<plan::Skel> = plan::skeleton(&all, &[])
+            .into_iter()
+            .filter(|s| !applied.skeleton.iter().any(|a| a.path() == s.path()))
+            .collect();
+        let delta = live::Delta {
+            skeleton,
+            binds,
+            ..live::Delta::default()
+        };
+        let a = live::apply(self.ns.as_fd(), &delta)?;
+        let mut st = self.state.lock_unpoisoned();
+        let mut merged = (*st.applied).clone();
+        merged.skeleton.extend(delta.skeleton);
+        let added: Vec<plan::Bind> = delta
+            .binds
+            .into_iter()
+            .filter(|b| !a.pending.contains(&b.path))
+            .collect();
+        let n = added.len();
+        merged.binds.extend(added);
+        st.applied = Arc::new(merged);
+        Ok(n)
     }
 
     /// The view's mount namespace (for `setns` in the child).

@@ -359,11 +359,23 @@ fn binds(rules: &RulePaths, shown: &[PathBuf], layers: Option<&Path>) -> Vec<Bin
     out
 }
 
+/// A read-only bind of `path` (canonical, existing), if it exists.
+pub(crate) fn read_only_bind(path: &Path) -> Option<Bind> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Bind {
+        path: path.to_path_buf(),
+        writable: false,
+        dir: m.is_dir(),
+        id: (m.dev(), m.ino()),
+        layer: None,
+    })
+}
+
 /// The skeleton that leads to `binds`: each bind's missing ancestors as
 /// directories (mode and owner as on the host), its mount point (a directory
 /// or an empty file), and the `links` that lie outside every bind. Parents
 /// come before their children.
-fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
+pub(crate) fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
     let mut made: HashSet<PathBuf> = HashSet::new();
     let mut out = Vec::new();
     let inside = |p: &Path| binds.iter().any(|b| p.starts_with(&b.path));

@@ -190,6 +190,37 @@ fn open_cwd(
     Ok(Arc::new(WorkDir::open(&base.path().join(r))?))
 }
 
+/// Makes the tool's own files visible in `view` where no bind shows them,
+/// when the policy grants them (`advanced.add_exec`): a tool whose program
+/// lies outside every rule (`/opt/x/bin/tool`) still starts. Done on a
+/// blocking thread (a few mounts), and only when something is missing.
+async fn expose(
+    view: &Arc<toolsrv_sandbox::view::View>,
+    policy: &toolsrv_sandbox::policy::Policy,
+    exec: &[PathBuf],
+) -> Result<(), Refused> {
+    if !policy.advanced.add_exec {
+        return Ok(());
+    }
+    let files = view.unshown(exec);
+    if files.is_empty() {
+        return Ok(());
+    }
+    let v = view.clone();
+    match tokio::task::spawn_blocking(move || v.expose(&files)).await {
+        Ok(Ok(n)) => {
+            tracing::debug!(added = n, "filesystem view: a tool's own files shown in it");
+            Ok(())
+        }
+        Ok(Err(e)) => Err(Refused::View(e)),
+        Err(e) => Err(Refused::View(toolsrv_sandbox::view::ViewError::Step {
+            step: "show a tool's files",
+            path: PathBuf::new(),
+            source: std::io::Error::other(e.to_string()),
+        })),
+    }
+}
+
 /// The files a tool runs (for `advanced.add_exec`/`ldd`).
 fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
     let mut v = vec![program.to_path_buf()];
@@ -268,6 +299,9 @@ impl Executor {
             None
         } else {
             let exec = exec_paths(&tool, &inv.program);
+            if let Some(v) = &view {
+                expose(v, &policy, &exec).await?;
+            }
             // A reloaded policy is a new Arc, so a new key; the working
             // directory is keyed by what was opened, never by its path.
             // The view is part of the key: its copy-on-write caches are
