@@ -467,6 +467,33 @@ fn a_tool_whose_program_lies_outside_every_rule_still_runs() {
     }
 }
 
+/// A script tool replaced by rename (`sed -i`, an editor's save) runs its
+/// new version at the next call (on 8877a1f it failed for about 1.5 s with
+/// `cannot start …: Permission denied`: the metadata reloaded at once, but
+/// the sandbox still granted the old file).
+#[test]
+fn a_script_tool_replaced_by_rename_runs_at_once() {
+    let script =
+        |word: &str| format!("#!/bin/sh\n# ---\n# description: says a word\n# ---\necho {word}\n");
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .tools(&[("word", &script("one"))])
+        .start();
+    let mut c = srv.attached();
+    load(&mut c, "a1", "word");
+    let r = call(&mut c, &[("tool", "word"), ("agent", "a1")]);
+    assert_eq!(out(&r), (false, "one\n".to_string()), "{r}");
+    let dir = srv.tools_dir();
+    for (i, word) in ["two", "three", "four"].iter().enumerate() {
+        let tmp = dir.join(format!(".word.{i}"));
+        std::fs::write(&tmp, script(word)).expect("new version");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::rename(&tmp, dir.join("word")).expect("rename");
+        let r = call(&mut c, &[("tool", "word"), ("agent", "a1")]);
+        assert_eq!(out(&r), (false, format!("{word}\n")), "{r}");
+    }
+}
+
 /// Attack (issue 34): a `rox` rule names the tools directory inside
 /// `{CWD}`; on 8877a1f naming it dropped its protection altogether and a
 /// tool could `mv tools tools.moved` and put its own tools in place.

@@ -42,11 +42,14 @@ use crate::watchdog::Watchdog;
 const CONFINEMENT_CACHE: usize = 16;
 
 /// What resolved rules are cached by: the policy, the working directory
-/// opened, the executables, and the view they are for (its address: a
-/// view's copy-on-write caches are its own files).
+/// opened, the tool as loaded (a tool file replaced by rename is reloaded
+/// as a new value, and its rule must name the new file), the executables,
+/// and the view they are for (its address: a view's copy-on-write caches
+/// are its own files).
 type RulesKey = (
     cache::Same<Policy>,
     toolsrv_sandbox::open::FileId,
+    cache::Same<toolsrv_metadata::Tool>,
     Vec<std::path::PathBuf>,
     usize,
 );

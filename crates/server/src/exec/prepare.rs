@@ -307,7 +307,13 @@ impl Executor {
             // The view is part of the key: its copy-on-write caches are
             // its own files, which the rules are made from.
             let in_view = view.as_ref().map_or(0, |v| Arc::as_ptr(v) as usize);
-            let key = (Same(policy.clone()), workdir.id(), exec.clone(), in_view);
+            let key = (
+                Same(policy.clone()),
+                workdir.id(),
+                Same(tool.clone()),
+                exec.clone(),
+                in_view,
+            );
             let rules = self.rules.get_or(key, || {
                 Arc::new(match &view {
                     Some(v) => {
