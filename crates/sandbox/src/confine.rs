@@ -25,6 +25,7 @@ use landlock::{
 pub use abi::landlock_abi;
 use abi::Feature;
 pub use seccomp::SeccompError;
+pub(crate) use seccomp::KEYCTL_JOIN_SESSION_KEYRING;
 pub use thread::{confine_this_thread, thread_is_confined};
 
 use crate::open::{identify, open_no_symlinks};
@@ -82,6 +83,8 @@ pub struct Confinement {
     seccomp: Option<Vec<libc::sock_filter>>,
     /// Whether `seccomp` is the program every confined run shares.
     shared_filter: bool,
+    /// Whether the policy lets tools use the kernel keyrings.
+    keyrings: bool,
     caps: Option<caps::Caps>,
     /// `caps` without `CAP_SETUID`/`CAP_SETGID`, for the first process of a
     /// PID namespace that comes without a user namespace.
@@ -143,8 +146,10 @@ impl Confinement {
         } else {
             None
         };
-        let seccomp = Some(seccomp::program(&rules.network)?);
-        let shared_filter = rules.network == thread::shared_network();
+        let seccomp = Some(seccomp::program(&rules.network, rules.keyrings)?);
+        // The shared filter refuses the keyrings: a run that may use them
+        // needs a thread without it (see `needs_unfiltered_thread`).
+        let shared_filter = rules.network == thread::shared_network() && !rules.keyrings;
         let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
         let caps_without_setid =
             caps::reduced_without_setid().map_err(ConfineError::Capabilities)?;
@@ -152,6 +157,7 @@ impl Confinement {
             ruleset,
             seccomp,
             shared_filter,
+            keyrings: rules.keyrings,
             caps,
             caps_without_setid,
             unenforced,
@@ -190,6 +196,21 @@ impl Confinement {
     /// kernel on any credential change (docs/containment.md).
     pub(crate) fn caps_for_pid_namespace(&self) -> Option<caps::Caps> {
         self.caps_without_setid
+    }
+
+    /// Whether tools may use the kernel keyrings (`advanced.keyrings`): then
+    /// the child's own session keyring is required (its spawn fails without
+    /// one), and it must not be started from a thread that carries the
+    /// shared filter, which refuses them ([`Self::needs_unfiltered_thread`]).
+    pub fn keyrings(&self) -> bool {
+        self.keyrings
+    }
+
+    /// Whether the child must be cloned from a thread without the shared
+    /// seccomp filter: a filter inherited at clone cannot be taken off, and
+    /// the shared one refuses what this confinement allows (the keyrings).
+    pub fn needs_unfiltered_thread(&self) -> bool {
+        self.keyrings
     }
 
     /// The seccomp program the child attaches: none when it is the shared one

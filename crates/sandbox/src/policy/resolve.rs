@@ -131,6 +131,7 @@ impl Policy {
                 connect_tcp: self.network.connect_tcp.clone(),
             },
             best_effort: self.general.best_effort,
+            keyrings: self.advanced.keyrings,
             workdir: ctx.workdir.clone(),
             ids,
         }

@@ -145,6 +145,7 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
             connect_tcp: Vec::new(),
         },
         best_effort: false,
+        keyrings: false,
         workdir: None,
         ids: Default::default(),
     }
