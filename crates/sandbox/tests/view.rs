@@ -93,6 +93,7 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
     let server = ServerFiles {
         hidden: vec![t.p("ws/secret.txt")],
         read_only: Vec::new(),
+        registry: None,
     };
     let view = view_for(&t, &ws, server);
     let outside = t.p("outside/file.txt").display().to_string();

@@ -275,7 +275,7 @@ impl Executor {
                 Arc::new(if view.is_some() {
                     policy.resolve_whole(&ctx(), &exec)
                 } else {
-                    policy.resolve_carving(&ctx(), &exec, &self.carve)
+                    policy.resolve_carving(&ctx(), &exec, &self.carve_now())
                 })
             });
             Some(self.confinement(&rules)?)
