@@ -234,12 +234,33 @@ fn a_tool_of_one_server_can_neither_read_anothers_secret_nor_connect_to_its_sock
 ///
 /// Expected: B refuses A's tool as an observer (`permission denied` for
 /// `pending` and `approve`), the request stays pending and nothing runs;
-/// the human's approval afterwards still works.
+/// the human's approval afterwards still works. Both ways B tells A's run:
+/// with A's runs in cgroups (the run group), and with A's runs in PID
+/// namespaces, no cgroup (the registry and the ancestry alone).
 #[test]
 fn a_tool_of_one_server_cannot_get_another_to_approve_a_bypass() {
+    approval_attack(None);
+    approval_attack(Some("pidns"));
+}
+
+/// [`a_tool_of_one_server_cannot_get_another_to_approve_a_bypass`] with A's
+/// containment forced to `containment` (`TOOLSRV_CONTAINMENT`).
+fn approval_attack(containment: Option<&str>) {
     let (_d, p) = project();
-    let (b, mut human) = no_auth(Launch::new().cwd(&p).listen(&p.join(".run/b.sock")));
-    let (_a, mut tool) = no_auth(Launch::new().cwd(&p).listen(&p.join(".run/a.sock")));
+    let (_r, run) = tmp();
+    let b_launch = Launch::new()
+        .cwd(&p)
+        .listen(&p.join(".run/b.sock"))
+        .env("XDG_RUNTIME_DIR", &run);
+    let (b, mut human) = no_auth(b_launch);
+    let mut a_launch = Launch::new()
+        .cwd(&p)
+        .listen(&p.join(".run/a.sock"))
+        .env("XDG_RUNTIME_DIR", &run);
+    if let Some(c) = containment {
+        a_launch = a_launch.env("TOOLSRV_CONTAINMENT", c);
+    }
+    let (_a, mut tool) = no_auth(a_launch);
     let link = p.join("b-link.sock");
     std::fs::hard_link(&b.socket, &link).expect("a second name for B's socket");
     let client = install(toolsrv_bin(), &p, "toolsrv-client");
@@ -261,7 +282,10 @@ fn a_tool_of_one_server_cannot_get_another_to_approve_a_bypass() {
         &mut tool,
         &format!("{} --socket b-link.sock pending 2>&1", q(&client)),
     );
-    assert!(pend.contains("permission denied"), "{pend}");
+    assert!(
+        pend.contains("permission denied"),
+        "{containment:?}: {pend}"
+    );
     assert!(
         !pend.contains(&id),
         "A's tool read B's pending list: {pend}"
@@ -270,7 +294,10 @@ fn a_tool_of_one_server_cannot_get_another_to_approve_a_bypass() {
         &mut tool,
         &format!("{} --socket b-link.sock approve {id} 2>&1", q(&client)),
     );
-    assert!(err && text.contains("permission denied"), "{text}");
+    assert!(
+        err && text.contains("permission denied"),
+        "{containment:?}: {text}"
+    );
     let stat = human.json(&format!("proc/{pid}/stat"));
     assert_eq!(stat["state"], "awaiting_approval", "{stat}");
     assert!(!marker.exists(), "the bypass ran");
@@ -484,7 +511,8 @@ impl Drop for Bridge {
 #[test]
 fn a_bridges_token_file_under_a_rule_is_hidden_from_tools() {
     let (_d, p) = tmp();
-    let srv = Launch::new().cwd(&p).start();
+    let (_r, run) = tmp();
+    let srv = Launch::new().cwd(&p).env("XDG_RUNTIME_DIR", &run).start();
     let token_file = p.join("mcp.token");
     let mut child = Command::new(toolsrv_bin())
         .arg("--socket")
@@ -500,6 +528,7 @@ fn a_bridges_token_file_under_a_rule_is_hidden_from_tools() {
         ])
         .arg("--token-file")
         .arg(&token_file)
+        .env("XDG_RUNTIME_DIR", &run)
         .env_remove("TOOLSRV_SECRET")
         .env_remove("TOOLSRV_MCP_TOKEN")
         .stdin(Stdio::null())
@@ -516,11 +545,13 @@ fn a_bridges_token_file_under_a_rule_is_hidden_from_tools() {
     let token = std::fs::read_to_string(&token_file).expect("token file");
     let token = token.trim().to_string();
     assert_eq!(token.len(), 64, "{token}");
-    let secret = std::fs::read_to_string(
-        toolsrv_client::secret::generated_secret_path(&srv.socket)
-            .filter(|s| s.exists())
-            .unwrap_or_else(|| toolsrv_client::secret::default_secret_path(&srv.socket)),
-    )
+    let generated = toolsrv_client::secret_store::secret_path(&run.join("toolsrv"), &srv.socket);
+    let legacy = toolsrv_client::secret::default_secret_path(&srv.socket);
+    let secret = std::fs::read_to_string(if generated.exists() {
+        generated
+    } else {
+        legacy
+    })
     .expect("the bridge's secret");
     let (mut c, tok) = srv.authed(secret.trim());
     load(&mut c, "a1", "shell");
