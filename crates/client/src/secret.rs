@@ -90,6 +90,7 @@ pub(crate) fn resolve_with_env(
     }
     let secret = create_secret_file(&path)?;
     secret_store::record_socket(&path, socket);
+    secret_store::remove_stale(user_dir, &[socket.to_path_buf()], secret_store::STALE_AFTER);
     Ok(secret)
 }
 

@@ -9,8 +9,9 @@
 //! is the socket resolved through every symbolic link, so two spellings of
 //! one socket share a secret; a socket that does not exist yet is its
 //! canonical directory joined with its name. Beside it, `<key>.socket`
-//! holds that path, so a server starting later can tell a secret whose
-//! socket is gone ([`remove_stale`]).
+//! holds that path, so a server starting later, or a client generating a
+//! secret, can tell a secret whose socket is gone ([`remove_stale`]: after
+//! an hour, [`STALE_AFTER`]).
 //!
 //! Every level is a private directory (mode 0700, owned by this user, not a
 //! symbolic link); every toolsrv server hides the whole user directory from
@@ -63,11 +64,17 @@ pub(crate) fn record_socket(secret: &Path, socket: &Path) {
     let _ = std::fs::write(PathBuf::from(p), canonical.as_os_str().as_bytes());
 }
 
+/// How long a secret whose socket is gone is kept: a server restarted
+/// within it finds the secret its reconnecting clients still send (they keep
+/// it in memory) and the one a new client reads from the file, the same.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Removes the secrets in `user_dir` whose socket is no longer there (the
-/// path recorded beside each is not a socket), except those of `keep`;
-/// the number removed. A secret is worth nothing once its server is gone:
-/// the next server takes the first secret a client sends.
-pub fn remove_stale(user_dir: &Path, keep: &[PathBuf]) -> usize {
+/// path recorded beside each is not a socket) and that are older than
+/// `min_age`, except those of `keep`; the number removed. A secret is worth
+/// nothing once its server is gone for good: the next server takes the
+/// first secret a client sends.
+pub fn remove_stale(user_dir: &Path, keep: &[PathBuf], min_age: std::time::Duration) -> usize {
     let keep: Vec<PathBuf> = keep.iter().map(|s| canonical_socket(s)).collect();
     let dir = secrets_dir(user_dir);
     let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -84,7 +91,12 @@ pub fn remove_stale(user_dir: &Path, keep: &[PathBuf]) -> usize {
         };
         let socket = PathBuf::from(std::ffi::OsStr::from_bytes(&recorded));
         let present = std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
-        if present || keep.contains(&socket) {
+        let young = std::fs::metadata(dir.join(key))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < min_age);
+        if present || young || keep.contains(&socket) {
             continue;
         }
         if std::fs::remove_file(dir.join(key)).is_ok() {
@@ -129,7 +141,16 @@ mod tests {
             std::fs::write(&p, "x").unwrap();
             record_socket(&p, s);
         }
-        assert_eq!(remove_stale(&user, std::slice::from_ref(&kept)), 1);
+        let hour = std::time::Duration::from_secs(3600);
+        assert_eq!(remove_stale(&user, &[], hour), 0, "all young");
+        assert_eq!(
+            remove_stale(
+                &user,
+                std::slice::from_ref(&kept),
+                std::time::Duration::ZERO
+            ),
+            1
+        );
         assert!(secret_path(&user, &live).exists());
         assert!(secret_path(&user, &kept).exists());
         assert!(!secret_path(&user, &gone).exists());

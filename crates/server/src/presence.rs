@@ -54,8 +54,11 @@ impl Presence {
         if let Some(user_dir) = &p.user_dir {
             let dir = registry::dir(user_dir);
             let gone = registry::clean(&dir);
-            let secrets =
-                toolsrv_client::secret_store::remove_stale(user_dir, &[socket.to_path_buf()]);
+            let secrets = toolsrv_client::secret_store::remove_stale(
+                user_dir,
+                &[socket.to_path_buf()],
+                toolsrv_client::secret_store::STALE_AFTER,
+            );
             if !gone.is_empty() || secrets > 0 {
                 tracing::info!(
                     servers = gone.len(),
