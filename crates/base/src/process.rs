@@ -62,9 +62,23 @@ impl ProcessId {
     }
 
     /// Whether this process still runs (its pid names a process that started
-    /// when it did). A zombie still counts: it is gone once reaped.
+    /// when it did). A zombie still counts: it is gone once reaped. What
+    /// cannot be told counts as gone; see [`ProcessId::status`].
     pub fn alive(&self) -> bool {
-        self.pid > 0 && stat(self.pid).is_ok_and(|s| s.start == self.start)
+        self.status().unwrap_or(false)
+    }
+
+    /// [`ProcessId::alive`], with an error when it cannot be told (`/proc`
+    /// unreadable, out of descriptors) rather than the process being gone.
+    pub fn status(&self) -> io::Result<bool> {
+        if self.pid <= 0 {
+            return Ok(false);
+        }
+        match stat(self.pid) {
+            Ok(s) => Ok(s.start == self.start),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The `<pid>-<start>` form ([`std::fmt::Display`]) read back; `None`

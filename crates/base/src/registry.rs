@@ -200,29 +200,43 @@ pub fn register(dir: &Path, entry: &Entry) -> io::Result<Registration> {
     renamed.map(|()| Registration { path: Some(path) })
 }
 
-/// The live servers in `dir`, from the file names alone (no file is read).
-pub fn live_servers(dir: &Path) -> Vec<ProcessId> {
-    names(dir)
-        .into_iter()
-        .filter(|(k, id)| *k == Kind::Server && id.alive())
-        .map(|(_, id)| id)
-        .collect()
+/// The live servers in `dir`, from the file names alone (no file is read);
+/// an error when they cannot be told (the directory or `/proc` cannot be
+/// read for another reason than absence: out of descriptors, say).
+pub fn live_servers(dir: &Path) -> io::Result<Vec<ProcessId>> {
+    let mut out = Vec::new();
+    for (kind, id) in names(dir)? {
+        if kind == Kind::Server && id.status()? {
+            out.push(id);
+        }
+    }
+    Ok(out)
 }
 
-/// The live entries of `dir`, files read. A missing directory has none.
-pub fn live_entries(dir: &Path) -> Vec<Entry> {
+/// The live entries of `dir`, files read. A missing directory has none; an
+/// error when they cannot be told (as [`live_servers`]): a reader that
+/// compares sets must not take a failed read for a change.
+pub fn read_live(dir: &Path) -> io::Result<Vec<Entry>> {
     let mut out = Vec::new();
-    for (kind, id) in names(dir) {
-        if !id.alive() {
+    for (kind, id) in names(dir)? {
+        if !id.status()? {
             continue;
         }
         let file = dir.join(format!("{}-{id}", kind.name()));
-        if let Ok(text) = read_small(&file) {
-            out.push(parse_text(kind, id, &text));
+        match read_small(&file) {
+            Ok(text) => out.push(parse_text(kind, id, &text)),
+            // Removed since the directory was read: its process stopped.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
     }
     out.sort_by_key(|e| (e.id, e.kind.name()));
-    out
+    Ok(out)
+}
+
+/// [`read_live`], with what cannot be read taken as no entry.
+pub fn live_entries(dir: &Path) -> Vec<Entry> {
+    read_live(dir).unwrap_or_default()
 }
 
 /// Removes the entries of processes that are gone (and temporary files left
@@ -260,14 +274,21 @@ pub fn clean(dir: &Path) -> Vec<Entry> {
     removed
 }
 
-/// The (kind, process) of every entry file in `dir`.
-fn names(dir: &Path) -> Vec<(Kind, ProcessId)> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
+/// The (kind, process) of every entry file in `dir` (none when it does not
+/// exist).
+fn names(dir: &Path) -> io::Result<Vec<(Kind, ProcessId)>> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
     };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(parse_name))
-        .collect()
+    let mut out = Vec::new();
+    for e in rd {
+        if let Some(n) = e?.file_name().to_str().and_then(parse_name) {
+            out.push(n);
+        }
+    }
+    Ok(out)
 }
 
 /// An entry file's bytes (at most 1 MiB: entries are a few paths).
@@ -322,7 +343,7 @@ mod tests {
                 PathBuf::from("/p/pinned"),
             ]
         );
-        assert_eq!(live_servers(&dir), vec![me]);
+        assert_eq!(live_servers(&dir).unwrap(), vec![me]);
         reg.remove();
         assert!(live_entries(&dir).is_empty());
         let _ = std::fs::remove_dir_all(dir);
@@ -346,7 +367,11 @@ mod tests {
         std::mem::forget(register(&dir, &entry(Kind::Server, dead)).unwrap());
         std::fs::write(dir.join(format!(".server-{dead}.1.tmp")), "").unwrap();
         std::fs::write(dir.join("unrelated"), "").unwrap();
-        assert!(live_servers(&dir).is_empty(), "a bridge is no server");
+        assert!(
+            live_servers(&dir).unwrap().is_empty(),
+            "a bridge is no server"
+        );
+        assert!(live_servers(&dir.join("missing")).unwrap().is_empty());
         assert_eq!(live_entries(&dir).len(), 1);
         let removed = clean(&dir);
         assert_eq!(removed.len(), 1);

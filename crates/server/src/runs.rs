@@ -35,7 +35,10 @@ pub(crate) fn is_run(pid: i32, registry: Option<&Path>) -> Option<bool> {
     if in_run_group(pid)? {
         return Some(true);
     }
-    let servers = registry.map(registry::live_servers).unwrap_or_default();
+    let servers = match registry {
+        Some(dir) => registry::live_servers(dir).ok()?,
+        None => Vec::new(),
+    };
     let me = i32::try_from(std::process::id()).ok()?;
     let mut p = pid;
     for _ in 0..MAX_DEPTH {
@@ -103,51 +106,37 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_not_a_run_and_a_registered_ancestor_makes_one() {
-        // The test binary's own parent chain holds no toolsrv server.
+    fn a_registered_server_and_what_runs_below_it_are_runs_a_bridge_is_not() {
+        // This test's parent stands for a server: the parent itself (its
+        // chain holds no toolsrv) is no run until it is registered.
         let me = i32::try_from(std::process::id()).unwrap();
         let parent = toolsrv_base::process::stat(me).unwrap().ppid;
-        if in_run_group(me) == Some(true) {
-            return; // run inside a toolsrv run: nothing to check here
+        if in_run_group(parent) == Some(true) {
+            return; // run inside a toolsrv run: nothing to tell apart here
         }
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(is_run(parent, Some(dir.path())), Some(false));
-        let _reg = registry::register(
-            dir.path(),
-            &registry::Entry {
-                kind: registry::Kind::Server,
-                id: ProcessId::of(parent).unwrap(),
-                sockets: Vec::new(),
-                hidden: Vec::new(),
-            },
-        )
-        .unwrap();
-        // This process's parent is now "a server": its descendants are runs.
-        let child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .unwrap();
-        let pid = i32::try_from(child.id()).unwrap();
-        let mut child = child;
-        let got = is_run(pid, Some(dir.path()));
-        let _ = child.kill();
-        let _ = child.wait();
-        assert_eq!(got, Some(true));
-        let bridge = tempfile::tempdir().unwrap();
-        let _b = registry::register(
-            bridge.path(),
-            &registry::Entry {
-                kind: registry::Kind::Bridge,
-                id: ProcessId::of(parent).unwrap(),
-                sockets: Vec::new(),
-                hidden: Vec::new(),
-            },
-        )
-        .unwrap();
+        let entry = |kind| registry::Entry {
+            kind,
+            id: ProcessId::of(parent).unwrap(),
+            sockets: Vec::new(),
+            hidden: Vec::new(),
+        };
+        let bridge = registry::register(dir.path(), &entry(registry::Kind::Bridge)).unwrap();
         assert_eq!(
-            is_run(parent, Some(bridge.path())),
+            is_run(parent, Some(dir.path())),
             Some(false),
             "a bridge is no server"
         );
+        bridge.remove();
+        let _server = registry::register(dir.path(), &entry(registry::Kind::Server)).unwrap();
+        assert_eq!(is_run(parent, Some(dir.path())), Some(true));
+        // A pid whose start time differs from the registered one is not it.
+        let other = tempfile::tempdir().unwrap();
+        let mut stale = entry(registry::Kind::Server);
+        stale.id.start += 1;
+        let _stale = registry::register(other.path(), &stale).unwrap();
+        assert_eq!(is_run(parent, Some(other.path())), Some(false));
+        assert_eq!(is_run(parent, None), Some(false));
     }
 }

@@ -180,10 +180,14 @@ impl ProtectedSet {
             set.add(p, Kind::ReadOnly, Shape::File);
         }
         if let Some(dir) = &src.server.registry {
-            for entry in toolsrv_base::registry::live_entries(dir) {
-                for p in entry.hidden_paths() {
-                    set.add(&p, Kind::Hidden, Shape::File);
+            match toolsrv_base::registry::read_live(dir) {
+                Ok(entries) => {
+                    for p in entries.iter().flat_map(|e| e.hidden_paths()) {
+                        set.add(&p, Kind::Hidden, Shape::File);
+                    }
                 }
+                // Not a change: a rescan keeps the view it has.
+                Err(_) => set.incomplete = true,
             }
         }
         let (state, binaries) = remote_files(&src.ctx);
