@@ -90,6 +90,8 @@ pub struct Confinement {
     /// PID namespace that comes without a user namespace.
     caps_without_setid: Option<caps::Caps>,
     unenforced: Vec<String>,
+    /// A rule path could not be opened (and was skipped, best effort).
+    skipped: bool,
     abi: i32,
 }
 
@@ -137,8 +139,9 @@ impl Confinement {
                 feature.abi()
             ));
         }
+        let mut skipped = false;
         let ruleset = if abi_num >= 1 {
-            let fd = build_ruleset(rules, abi_num, &mut unenforced)?;
+            let fd = build_ruleset(rules, abi_num, &mut unenforced, &mut skipped)?;
             if fd.is_none() {
                 return Err(ConfineError::NoRuleset(abi_num));
             }
@@ -161,6 +164,7 @@ impl Confinement {
             caps,
             caps_without_setid,
             unenforced,
+            skipped,
             abi: abi_num,
         })
     }
@@ -170,6 +174,13 @@ impl Confinement {
     /// for scoping, which is enforced "where the kernel supports it".
     pub fn unenforced(&self) -> &[String] {
         &self.unenforced
+    }
+
+    /// Whether a rule path could not be opened and its rule was skipped
+    /// (best effort): a caller that caches confinements must not keep this
+    /// one, which may lack a rule only for now (out of descriptors, say).
+    pub fn rules_skipped(&self) -> bool {
+        self.skipped
     }
 
     /// The Landlock ABI the ruleset was built for (0: no Landlock ruleset).
@@ -301,6 +312,7 @@ fn build_ruleset(
     rules: &ResolvedRules,
     abi_num: i32,
     unenforced: &mut Vec<String>,
+    skipped: &mut bool,
 ) -> Result<Option<OwnedFd>, ConfineError> {
     let abi = ABI::from(abi_num);
     let level = if rules.best_effort {
@@ -345,6 +357,7 @@ fn build_ruleset(
             let fd = match open_rule(rules, path) {
                 Ok(fd) => fd,
                 Err(source) if rules.best_effort => {
+                    *skipped = true;
                     tracing::warn!(path = %path.display(), error = %source,
                         "sandbox path cannot be opened, rule skipped");
                     unenforced.push(format!(

@@ -146,6 +146,7 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
         },
         best_effort: false,
         keyrings: false,
+        degraded: false,
         workdir: None,
         ids: Default::default(),
     }

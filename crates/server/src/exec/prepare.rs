@@ -271,13 +271,19 @@ impl Executor {
             // A reloaded policy is a new Arc, so a new key; the working
             // directory is keyed by what was opened, never by its path.
             let key = (Same(policy.clone()), workdir.id(), exec.clone());
-            let rules = self.rules.get_or(key, || {
-                Arc::new(if view.is_some() {
-                    policy.resolve_whole(&ctx(), &exec)
-                } else {
-                    policy.resolve_carving(&ctx(), &exec, &self.carve_now())
-                })
-            });
+            // A resolution made while paths could not be looked at (out of
+            // descriptors) is used once, never kept: it may lack rules.
+            let rules = self.rules.get_or_keep(
+                key,
+                || {
+                    Arc::new(if view.is_some() {
+                        policy.resolve_whole(&ctx(), &exec)
+                    } else {
+                        policy.resolve_carving(&ctx(), &exec, &self.carve_now())
+                    })
+                },
+                |r| !r.degraded,
+            );
             Some(self.confinement(&rules)?)
         };
         let env = compose(EnvParts {
