@@ -101,9 +101,11 @@ impl ServerTmp {
 }
 
 /// Removes the directories that servers gone left in `<tmp>/toolsrv-<uid>`
-/// (their lock can be taken; a directory without a lock file counts as
-/// gone when its server's pid and start time name no process); the number
-/// removed. What cannot be removed is left, with a warning.
+/// (their lock can be taken); the number removed. An entry without a lock
+/// file is never touched: a server makes its lock before its directory, so
+/// that entry is not a server's (an older version's tools kept their files
+/// directly in `toolsrv-<uid>`). What cannot be removed is left, with a
+/// warning.
 pub fn remove_stale(tmp: &Path) -> usize {
     let base = user_base(tmp);
     let Ok(rd) = std::fs::read_dir(&base) else {
@@ -122,7 +124,6 @@ pub fn remove_stale(tmp: &Path) -> usize {
             .open(&lock_path);
         let gone = match &lock {
             Ok(f) => sys::try_lock_exclusive(f.as_fd()).unwrap_or(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => !id.alive(),
             Err(_) => false,
         };
         if !gone {
@@ -215,7 +216,8 @@ mod tests {
         std::os::unix::fs::symlink(&outside, dead.path().join("link")).unwrap();
         let dead_path = dead.path().to_path_buf();
         drop(dead);
-        // No lock file and no such process.
+        // No lock file: not a server's, whatever its name (a tool of an
+        // older version may have made it).
         let unlocked = user_base(t.path()).join(
             ProcessId {
                 start: me.start + 2,
@@ -226,8 +228,8 @@ mod tests {
         std::fs::create_dir(&unlocked).unwrap();
         std::fs::create_dir(user_base(t.path()).join("not-a-server")).unwrap();
         let live = ServerTmp::create(t.path(), &me).unwrap();
-        assert_eq!(remove_stale(t.path()), 2);
-        assert!(!dead_path.exists() && !unlocked.exists());
+        assert_eq!(remove_stale(t.path()), 1);
+        assert!(!dead_path.exists() && unlocked.exists());
         assert!(live.path().exists());
         assert!(user_base(t.path()).join("not-a-server").exists());
         assert!(outside.join("keep").exists(), "a link is not followed");

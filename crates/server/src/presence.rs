@@ -9,9 +9,10 @@
 //!
 //! At startup, before its first view is built, it makes the per-user
 //! directory (so that the view hides it from the start, the secrets a
-//! client writes there later included), removes the registry entries,
-//! temporary directories and generated secrets that servers gone left
-//! behind, then registers. Nothing here stops the server: a step that
+//! client writes there later included), removes the registry entries and
+//! generated secrets that servers gone left behind, registers, and makes
+//! its temporary directory; the temporary directories of servers gone are
+//! removed on a thread of their own, so a large one does not delay serving. Nothing here stops the server: a step that
 //! fails is logged and the server runs without it.
 
 use std::path::{Path, PathBuf};
@@ -88,12 +89,22 @@ impl Presence {
                 }
             }
         }
-        let stale = toolsrv_sandbox::tmpdir::remove_stale(tmp);
-        if stale > 0 {
-            tracing::info!(
-                removed = stale,
-                "removed the temporary directories of servers that are gone"
-            );
+        // Removing what killed servers left may take long (a build's
+        // temporary files): not while this server is not yet serving.
+        let base = tmp.to_path_buf();
+        let cleanup = std::thread::Builder::new()
+            .name("toolsrv-tmp-cleanup".into())
+            .spawn(move || {
+                let stale = toolsrv_sandbox::tmpdir::remove_stale(&base);
+                if stale > 0 {
+                    tracing::info!(
+                        removed = stale,
+                        "removed the temporary directories of servers that are gone"
+                    );
+                }
+            });
+        if let Err(e) = cleanup {
+            tracing::warn!(error = %e, "cannot start removing the temporary directories of servers that are gone");
         }
         match ServerTmp::create(tmp, &id) {
             Ok(t) => {
