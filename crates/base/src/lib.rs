@@ -2,8 +2,10 @@
 //! protocol types: [`effective_uid`] (the one safe way to ask who this
 //! process is), [`LockUnpoisoned`] (locking a mutex whose holder panicked),
 //! [`FileStamp`] (one version of a file, to re-read it only when it
-//! changed) and [`pidfd_send_signal`] (a signal that cannot reach a reused
-//! pid).
+//! changed), [`pidfd_send_signal`] (a signal that cannot reach a reused
+//! pid), [`ProcessId`] (a process named by pid and start time),
+//! [`userdir`] (toolsrv's private per-user directory) and [`registry`] (the
+//! live servers and bridges of this user, kept there).
 //!
 //! A crate of its own because the crates that use them have no other common
 //! dependency: `toolsrv-vfs` builds on `toolsrv-wire` alone and
@@ -11,11 +13,15 @@
 //! `libc`.
 
 mod ids;
+pub mod process;
+pub mod registry;
 mod stamp;
 mod sync;
 mod sys;
+pub mod userdir;
 
 pub use ids::effective_uid;
+pub use process::ProcessId;
 pub use stamp::FileStamp;
 pub use sync::LockUnpoisoned;
 pub use sys::pidfd_send_signal;

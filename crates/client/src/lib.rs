@@ -32,6 +32,7 @@ mod file;
 pub mod remote;
 mod reply;
 pub mod secret;
+pub mod secret_store;
 mod session;
 mod sys;
 mod tools;

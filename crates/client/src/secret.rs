@@ -1,9 +1,13 @@
-//! Locating or creating the shared secret (CONTRACT §10).
+//! Locating or creating the shared secret (CONTRACT §10, with the secret
+//! moved out of the socket's directory: issue 33).
 //!
-//! Order: `$TOOLSRV_SECRET`, else the content of the explicit secret file, else
-//! of `<socket>.secret`; if none exists a new secret (32 random bytes as 64
-//! lowercase hex characters) is generated and stored in `<socket>.secret` with
-//! mode 0600. The secret itself is never logged nor put in an error message.
+//! Order: `$TOOLSRV_SECRET`, else the content of the explicit secret file,
+//! else of `<socket>.secret` when it exists (a legacy file, or one pinned
+//! there: read in place, never moved), else of the socket's file in the
+//! per-user secrets directory ([`crate::secret_store`]); if none exists a
+//! new secret (32 random bytes as 64 lowercase hex characters) is generated
+//! and stored there with mode 0600. The secret itself is never logged nor
+//! put in an error message.
 //!
 //! A secret file is used only when it is owned by this process's uid and
 //! neither group nor others may read or write it: anyone who can read it can
@@ -18,27 +22,35 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::ClientError;
+use crate::secret_store;
 
 /// The environment variable that overrides every secret file.
 pub const SECRET_ENV: &str = "TOOLSRV_SECRET";
 /// The server accepts secrets of at most this many bytes.
 pub const MAX_SECRET_LEN: usize = 1024;
 
-/// Resolve the shared secret for `socket` per CONTRACT §10.
+/// Resolve the shared secret for `socket` per CONTRACT §10 (see the module
+/// doc for where a generated secret lives).
 ///
 /// `secret_file` is the `--secret-file` flag; when given it must exist. An
 /// empty `$TOOLSRV_SECRET` counts as unset.
 pub fn resolve_secret(socket: &Path, secret_file: Option<&Path>) -> Result<String, ClientError> {
     let env = std::env::var(SECRET_ENV).ok();
-    resolve_with_env(env, socket, secret_file)
+    resolve_with_env(
+        env,
+        socket,
+        secret_file,
+        toolsrv_base::userdir::user_dir().as_deref(),
+    )
 }
 
-/// [`resolve_secret`] with the environment variable's value passed in (testable
-/// without mutating the process environment).
+/// [`resolve_secret`] with the environment variable's value and the per-user
+/// directory passed in (testable without mutating the process environment).
 pub(crate) fn resolve_with_env(
     env: Option<String>,
     socket: &Path,
     secret_file: Option<&Path>,
+    user_dir: Option<&Path>,
 ) -> Result<String, ClientError> {
     if let Some(s) = env.filter(|s| !s.is_empty()) {
         if s.len() > MAX_SECRET_LEN {
@@ -58,21 +70,64 @@ pub(crate) fn resolve_with_env(
             ))),
         };
     }
-    let default = default_secret_path(socket);
-    if let Some(s) = read_secret_file(&default)? {
+    if let Some(s) = read_secret_file(&default_secret_path(socket))? {
         return Ok(s);
     }
-    create_secret_file(&default)
+    let Some(user_dir) = user_dir else {
+        return Err(ClientError::Auth(format!(
+            "no place for the secret of {}: neither XDG_RUNTIME_DIR, XDG_STATE_HOME nor HOME \
+             is an absolute path (set one, or pass --secret-file or ${SECRET_ENV})",
+            socket.display()
+        )));
+    };
+    let path = secret_store::secret_path(user_dir, socket);
+    if let Some(s) = read_secret_file(&path)? {
+        return Ok(s);
+    }
+    for dir in [user_dir.to_path_buf(), secret_store::secrets_dir(user_dir)] {
+        toolsrv_base::userdir::ensure_private_dir(&dir)
+            .map_err(|e| ClientError::io(format!("cannot use {} for secrets", dir.display()), e))?;
+    }
+    let secret = create_secret_file(&path)?;
+    secret_store::record_socket(&path, socket);
+    secret_store::remove_stale(user_dir, &[socket.to_path_buf()], secret_store::STALE_AFTER);
+    Ok(secret)
+}
+
+/// Whether a secret for `socket` is at hand without generating one:
+/// `$TOOLSRV_SECRET`, `secret_file`, `<socket>.secret` or the socket's file
+/// in the per-user secrets directory.
+pub fn has_secret(socket: &Path, secret_file: Option<&Path>) -> bool {
+    std::env::var_os(SECRET_ENV).is_some_and(|v| !v.is_empty())
+        || secret_file.is_some()
+        || default_secret_path(socket).exists()
+        || toolsrv_base::userdir::user_dir()
+            .is_some_and(|d| secret_store::secret_path(&d, socket).exists())
+}
+
+/// Where a secret for `socket` is or would be generated: the per-user
+/// secrets directory's file (`None` without a per-user directory). Not
+/// where a `$TOOLSRV_SECRET`, `--secret-file` or legacy `<socket>.secret`
+/// comes from.
+pub fn generated_secret_path(socket: &Path) -> Option<PathBuf> {
+    toolsrv_base::userdir::user_dir().map(|d| secret_store::secret_path(&d, socket))
 }
 
 /// The secret in `<socket>.secret` only (no `$TOOLSRV_SECRET`, no
-/// `--secret-file`), created if missing: for sockets whose secret is pinned
-/// there, such as a remote's forwarded socket.
+/// `--secret-file`, no per-user directory), created there if missing: for
+/// sockets whose secret is pinned there, in a private directory, such as a
+/// remote's forwarded socket.
 pub fn socket_secret(socket: &Path) -> Result<String, ClientError> {
-    resolve_with_env(None, socket, None)
+    let path = default_secret_path(socket);
+    match read_secret_file(&path)? {
+        Some(s) => Ok(s),
+        None => create_secret_file(&path),
+    }
 }
 
-/// `<socket>.secret`.
+/// `<socket>.secret`: where clients before issue 33 kept the secret, and
+/// where `toolsrv remote` pins a forwarded socket's. Read when it exists,
+/// never created by [`resolve_secret`].
 pub fn default_secret_path(socket: &Path) -> PathBuf {
     let mut s = OsString::from(socket.as_os_str());
     s.push(".secret");
@@ -220,12 +275,18 @@ mod tests {
         dir
     }
 
+    /// The per-user directory of a test: `<dir>/user`.
+    fn user(dir: &Path) -> PathBuf {
+        dir.join("user")
+    }
+
     #[test]
     fn env_var_wins_over_files() {
         let dir = tmpdir("env");
         let sock = dir.join("s");
         write_private(&default_secret_path(&sock), "from-file\n");
-        let got = resolve_with_env(Some("from-env".into()), &sock, None).expect("resolve");
+        let got = resolve_with_env(Some("from-env".into()), &sock, None, Some(&user(&dir)))
+            .expect("resolve");
         assert_eq!(got, "from-env");
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -250,7 +311,7 @@ mod tests {
         let file = dir.join("my.secret");
         write_private(&file, "  hunter2 \n");
         write_private(&default_secret_path(&sock), "other");
-        let got = resolve_with_env(None, &sock, Some(&file)).expect("resolve");
+        let got = resolve_with_env(None, &sock, Some(&file), Some(&user(&dir))).expect("resolve");
         assert_eq!(got, "hunter2");
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -259,7 +320,8 @@ mod tests {
     fn missing_explicit_file_is_an_error_naming_it() {
         let dir = tmpdir("missing");
         let file = dir.join("nope.secret");
-        let err = resolve_with_env(None, &dir.join("s"), Some(&file)).expect_err("must fail");
+        let err = resolve_with_env(None, &dir.join("s"), Some(&file), Some(&user(&dir)))
+            .expect_err("must fail");
         assert!(err.to_string().contains("nope.secret"), "{err}");
     }
 
@@ -268,7 +330,10 @@ mod tests {
         let dir = tmpdir("default");
         let sock = dir.join("s");
         write_private(&default_secret_path(&sock), "\tabc\n");
-        assert_eq!(resolve_with_env(None, &sock, None).expect("resolve"), "abc");
+        assert_eq!(
+            resolve_with_env(None, &sock, None, Some(&user(&dir))).expect("resolve"),
+            "abc"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -277,7 +342,7 @@ mod tests {
         let dir = tmpdir("empty");
         let sock = dir.join("s");
         write_private(&default_secret_path(&sock), " \n");
-        let err = resolve_with_env(None, &sock, None).expect_err("must fail");
+        let err = resolve_with_env(None, &sock, None, Some(&user(&dir))).expect_err("must fail");
         let msg = err.to_string();
         assert!(msg.contains("s.secret") && msg.contains("empty"), "{msg}");
         let _ = std::fs::remove_dir_all(dir);
@@ -296,7 +361,8 @@ mod tests {
         ] {
             write_private(&file, "hunter2");
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
-            let err = resolve_with_env(None, &sock, None).expect_err("must refuse");
+            let err =
+                resolve_with_env(None, &sock, None, Some(&user(&dir))).expect_err("must refuse");
             let msg = err.to_string();
             assert!(
                 msg.contains("s.secret")
@@ -308,7 +374,7 @@ mod tests {
         }
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).expect("chmod");
         assert_eq!(
-            resolve_with_env(None, &sock, None).expect("0400 is fine"),
+            resolve_with_env(None, &sock, None, Some(&user(&dir))).expect("0400 is fine"),
             "hunter2"
         );
         let _ = std::fs::remove_dir_all(dir);
@@ -324,31 +390,83 @@ mod tests {
             // Only root can give a file away; nothing to check otherwise.
             return;
         }
-        let err = resolve_with_env(None, &dir.join("s"), Some(&file)).expect_err("must refuse");
+        let err = resolve_with_env(None, &dir.join("s"), Some(&file), Some(&user(&dir)))
+            .expect_err("must refuse");
         assert!(err.to_string().contains("owned by uid 65534"), "{err}");
         let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
-    fn generated_secret_is_hex_mode_0600_and_stable() {
+    fn generated_secret_is_hex_mode_0600_stable_and_not_beside_the_socket() {
         let dir = tmpdir("gen");
         let sock = dir.join("s");
-        let first = resolve_with_env(None, &sock, None).expect("generate");
+        let first = resolve_with_env(None, &sock, None, Some(&user(&dir))).expect("generate");
         assert_eq!(first.len(), 64);
         assert!(first
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-        let meta = std::fs::metadata(default_secret_path(&sock)).expect("stat");
+        let file = secret_store::secret_path(&user(&dir), &sock);
+        let meta = std::fs::metadata(&file).expect("stat");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        let second = resolve_with_env(None, &sock, None).expect("read back");
+        for d in [user(&dir), secret_store::secrets_dir(&user(&dir))] {
+            let m = std::fs::metadata(&d).expect("stat dir");
+            assert_eq!(m.permissions().mode() & 0o777, 0o700, "{}", d.display());
+        }
+        let second = resolve_with_env(None, &sock, None, Some(&user(&dir))).expect("read back");
         assert_eq!(first, second);
-        // No temporary files are left behind.
-        let names: Vec<_> = std::fs::read_dir(&dir)
+        assert!(
+            !default_secret_path(&sock).exists(),
+            "nothing beside the socket"
+        );
+        // No temporary files are left behind; the socket is recorded.
+        let mut names: Vec<_> = std::fs::read_dir(secret_store::secrets_dir(&user(&dir)))
             .expect("readdir")
             .filter_map(|e| e.ok())
             .map(|e| e.file_name())
             .collect();
-        assert_eq!(names, vec![OsString::from("s.secret")]);
+        names.sort();
+        let key = secret_store::socket_key(&sock);
+        assert_eq!(
+            names,
+            vec![
+                OsString::from(&key),
+                OsString::from(format!("{key}.socket"))
+            ]
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_legacy_secret_beside_the_socket_is_read_in_place_and_not_moved() {
+        let dir = tmpdir("legacy");
+        let sock = dir.join("s");
+        write_private(&default_secret_path(&sock), "legacy-secret\n");
+        let got = resolve_with_env(None, &sock, None, Some(&user(&dir))).expect("resolve");
+        assert_eq!(got, "legacy-secret");
+        assert!(default_secret_path(&sock).exists());
+        assert!(!user(&dir).exists(), "nothing generated");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn without_a_per_user_directory_nothing_is_generated() {
+        let dir = tmpdir("nouser");
+        let err = resolve_with_env(None, &dir.join("s"), None, None).expect_err("no place");
+        assert!(err.to_string().contains("XDG_RUNTIME_DIR"), "{err}");
+        assert!(!default_secret_path(&dir.join("s")).exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_socket_secret_is_pinned_beside_the_socket() {
+        let dir = tmpdir("pinned");
+        let sock = dir.join("s");
+        let s = socket_secret(&sock).expect("create");
+        assert_eq!(
+            std::fs::read_to_string(default_secret_path(&sock)).unwrap(),
+            s
+        );
+        assert_eq!(socket_secret(&sock).expect("read"), s);
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -360,10 +478,11 @@ mod tests {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let sock = sock.clone();
+                let home = user(&dir);
                 let barrier = barrier.clone();
                 std::thread::spawn(move || {
                     barrier.wait();
-                    resolve_with_env(None, &sock, None)
+                    resolve_with_env(None, &sock, None, Some(&home))
                 })
             })
             .collect();
@@ -371,7 +490,8 @@ mod tests {
             .into_iter()
             .map(|h| h.join().expect("thread").expect("resolve"))
             .collect();
-        let on_disk = std::fs::read_to_string(default_secret_path(&sock)).expect("read");
+        let on_disk =
+            std::fs::read_to_string(secret_store::secret_path(&user(&dir), &sock)).expect("read");
         assert!(
             secrets.iter().all(|s| *s == on_disk),
             "{secrets:?} vs {on_disk}"

@@ -301,7 +301,9 @@ async fn secret_against_a_no_auth_server_falls_back_to_anonymous_attach() {
 async fn resolved_secret_file_authenticates() {
     let s = Server::start(&[]);
     let secret = toolsrv_client::resolve_secret(&s.socket, None).expect("generate");
-    assert!(toolsrv_client::secret::default_secret_path(&s.socket).exists());
+    let generated = toolsrv_client::secret::generated_secret_path(&s.socket).expect("user dir");
+    assert!(generated.exists(), "{}", generated.display());
+    assert!(!toolsrv_client::secret::default_secret_path(&s.socket).exists());
     let c = bounded(Client::connect(&s.socket, Auth::Secret(secret)))
         .await
         .expect("connect");

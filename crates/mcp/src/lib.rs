@@ -5,6 +5,7 @@
 //! broker. Transports: stdio ([`serve_stdio`]) and Streamable HTTP
 //! ([`serve_http`]) behind a bearer token. See docs/mcp.md.
 
+mod announce;
 mod args;
 mod bridge;
 mod call;
@@ -15,6 +16,7 @@ mod progress;
 mod slots;
 mod token;
 
+pub use announce::announce;
 pub use bridge::{Bridge, BridgeConfig};
 pub use call::BYPASS_META;
 pub use error::{ArgError, BridgeError};

@@ -25,6 +25,7 @@ use landlock::{
 pub use abi::landlock_abi;
 use abi::Feature;
 pub use seccomp::SeccompError;
+pub(crate) use seccomp::KEYCTL_JOIN_SESSION_KEYRING;
 pub use thread::{confine_this_thread, thread_is_confined};
 
 use crate::open::{identify, open_no_symlinks};
@@ -82,11 +83,15 @@ pub struct Confinement {
     seccomp: Option<Vec<libc::sock_filter>>,
     /// Whether `seccomp` is the program every confined run shares.
     shared_filter: bool,
+    /// Whether the policy lets tools use the kernel keyrings.
+    keyrings: bool,
     caps: Option<caps::Caps>,
     /// `caps` without `CAP_SETUID`/`CAP_SETGID`, for the first process of a
     /// PID namespace that comes without a user namespace.
     caps_without_setid: Option<caps::Caps>,
     unenforced: Vec<String>,
+    /// A rule path could not be opened (and was skipped, best effort).
+    skipped: bool,
     abi: i32,
 }
 
@@ -134,8 +139,9 @@ impl Confinement {
                 feature.abi()
             ));
         }
+        let mut skipped = false;
         let ruleset = if abi_num >= 1 {
-            let fd = build_ruleset(rules, abi_num, &mut unenforced)?;
+            let fd = build_ruleset(rules, abi_num, &mut unenforced, &mut skipped)?;
             if fd.is_none() {
                 return Err(ConfineError::NoRuleset(abi_num));
             }
@@ -143,8 +149,10 @@ impl Confinement {
         } else {
             None
         };
-        let seccomp = Some(seccomp::program(&rules.network)?);
-        let shared_filter = rules.network == thread::shared_network();
+        let seccomp = Some(seccomp::program(&rules.network, rules.keyrings)?);
+        // The shared filter refuses the keyrings: a run that may use them
+        // needs a thread without it (see `needs_unfiltered_thread`).
+        let shared_filter = rules.network == thread::shared_network() && !rules.keyrings;
         let caps = caps::reduced().map_err(ConfineError::Capabilities)?;
         let caps_without_setid =
             caps::reduced_without_setid().map_err(ConfineError::Capabilities)?;
@@ -152,9 +160,11 @@ impl Confinement {
             ruleset,
             seccomp,
             shared_filter,
+            keyrings: rules.keyrings,
             caps,
             caps_without_setid,
             unenforced,
+            skipped,
             abi: abi_num,
         })
     }
@@ -164,6 +174,13 @@ impl Confinement {
     /// for scoping, which is enforced "where the kernel supports it".
     pub fn unenforced(&self) -> &[String] {
         &self.unenforced
+    }
+
+    /// Whether a rule path could not be opened and its rule was skipped
+    /// (best effort): a caller that caches confinements must not keep this
+    /// one, which may lack a rule only for now (out of descriptors, say).
+    pub fn rules_skipped(&self) -> bool {
+        self.skipped
     }
 
     /// The Landlock ABI the ruleset was built for (0: no Landlock ruleset).
@@ -190,6 +207,21 @@ impl Confinement {
     /// kernel on any credential change (docs/containment.md).
     pub(crate) fn caps_for_pid_namespace(&self) -> Option<caps::Caps> {
         self.caps_without_setid
+    }
+
+    /// Whether tools may use the kernel keyrings (`advanced.keyrings`): then
+    /// the child's own session keyring is required (its spawn fails without
+    /// one), and it must not be started from a thread that carries the
+    /// shared filter, which refuses them ([`Self::needs_unfiltered_thread`]).
+    pub fn keyrings(&self) -> bool {
+        self.keyrings
+    }
+
+    /// Whether the child must be cloned from a thread without the shared
+    /// seccomp filter: a filter inherited at clone cannot be taken off, and
+    /// the shared one refuses what this confinement allows (the keyrings).
+    pub fn needs_unfiltered_thread(&self) -> bool {
+        self.keyrings
     }
 
     /// The seccomp program the child attaches: none when it is the shared one
@@ -283,6 +315,7 @@ fn build_ruleset(
     rules: &ResolvedRules,
     abi_num: i32,
     unenforced: &mut Vec<String>,
+    skipped: &mut bool,
 ) -> Result<Option<OwnedFd>, ConfineError> {
     let abi = ABI::from(abi_num);
     let level = if rules.best_effort {
@@ -327,6 +360,7 @@ fn build_ruleset(
             let fd = match open_rule(rules, path) {
                 Ok(fd) => fd,
                 Err(source) if rules.best_effort => {
+                    *skipped = true;
                     tracing::warn!(path = %path.display(), error = %source,
                         "sandbox path cannot be opened, rule skipped");
                     unenforced.push(format!(

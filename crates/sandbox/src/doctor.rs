@@ -132,6 +132,12 @@ pub struct Report {
     pub denials: Denials,
     /// What is missing, and what to change.
     pub missing: Vec<Missing>,
+    /// What tools can still reach on this host that is not a file a rule
+    /// grants (not counted against `enforced`: the policy does not ask for
+    /// it to be closed, and on most hosts some of it cannot be). Empty in a
+    /// report of a server older than this list.
+    #[serde(default)]
+    pub reachable: Vec<Reachable>,
     /// Whether everything the policy asks for is enforced (judged as
     /// `best_effort: false` would: `toolsrv doctor` exits 0 only then).
     pub enforced: bool,
@@ -240,6 +246,74 @@ pub struct Denials {
     pub mechanism: String,
     /// How, or what would enable it.
     pub detail: String,
+}
+
+/// Something a tool can still reach that no rule grants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reachable {
+    /// Its stable name: `pathname-unix-sockets`, `netlink`,
+    /// `abstract-unix-sockets`, `keyrings`.
+    pub what: String,
+    /// What a tool can do with it here, and why.
+    pub detail: String,
+    /// What would close it, or why nothing here can.
+    pub fix: String,
+}
+
+/// What stays reachable to tools under `policy` with `facts` (see
+/// [`Report::reachable`]).
+fn reachable(facts: &Facts, policy: &Policy) -> Vec<Reachable> {
+    let abi = facts.landlock_abi;
+    let mut out = Vec::new();
+    let mut add = |what: &str, detail: String, fix: String| {
+        out.push(Reachable {
+            what: what.to_string(),
+            detail,
+            fix,
+        })
+    };
+    let view = facts.filesystem_view.is_ok();
+    add(
+        "pathname-unix-sockets",
+        if view {
+            format!("Landlock (ABI {abi}) has no right for connect(2) to a pathname Unix socket: a tool connects to every socket its filesystem view shows. The view hides this server's socket and those every toolsrv server and bridge of this user registered; any other socket in a directory the rules grant (an agent's or a bus's socket in a writable directory, a socket under a read-only rule) stays reachable")
+        } else {
+            format!("Landlock (ABI {abi}) has no right for connect(2) to a pathname Unix socket, and without a filesystem view a tool connects to any socket it can name: an ssh-agent, the session and system bus, the systemd manager, docker.sock, other toolsrv servers; only each server's own checks stand in the way")
+        },
+        if view {
+            "keep sockets out of the directories the rules grant, or list them in filesystem.deny_read".to_string()
+        } else {
+            "give the server a filesystem view (see \"missing\")".to_string()
+        },
+    );
+    if policy.network.enabled {
+        add(
+            "netlink",
+            "AF_NETLINK sockets open: a tool reads the host's interfaces, addresses, routes and neighbours (NETLINK_ROUTE) and listens to device events (NETLINK_KOBJECT_UEVENT); changing them needs capabilities tools do not keep".to_string(),
+            "network.enabled: false refuses them (with every socket family but AF_UNIX)".to_string(),
+        );
+    }
+    if abi >= 6 {
+        add(
+            "abstract-unix-sockets",
+            "Landlock's scoping refuses connecting to an abstract Unix socket bound outside the run's sandbox, not binding one: a tool can take (squat) an abstract name another program expects to bind".to_string(),
+            "nothing in this version (a network namespace per run would)".to_string(),
+        );
+    } else {
+        add(
+            "abstract-unix-sockets",
+            format!("without Landlock's scoping (ABI 6; this kernel has {abi}) a tool connects to any abstract Unix socket on the host (X11, D-Bus, container runtimes) and binds any name"),
+            format!("a kernel with Landlock ABI 6 (Linux {} or later)", kernel_for(6)),
+        );
+    }
+    if policy.advanced.keyrings {
+        add(
+            "keyrings",
+            "the policy allows keyctl, add_key and request_key (advanced.keyrings): a run's session keyring is its own, but the user keyring (@u) and the persistent keyring are the human's, which a tool can read and add to".to_string(),
+            "advanced.keyrings: false (the seccomp filter then refuses them)".to_string(),
+        );
+    }
+    out
 }
 
 /// Something missing.
@@ -375,6 +449,11 @@ impl Report {
         }
         let (uid, gid) = facts.ids;
         let enforced = missing.iter().all(|m| !m.required);
+        let reachable = if facts.unconfined {
+            Vec::new()
+        } else {
+            reachable(facts, policy)
+        };
         Report {
             source: facts.source,
             policy: PolicyFacts {
@@ -439,6 +518,7 @@ impl Report {
                 },
             },
             missing,
+            reachable,
             enforced,
         }
     }

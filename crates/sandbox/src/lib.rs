@@ -16,6 +16,8 @@
 //! - [`view`]: the prepared filesystem view (a mount namespace the child enters
 //!   with `setns`): protected paths masked or read-only, nothing changeable
 //!   outside the writable rules.
+//! - [`tmpdir`]: the server's own temporary directory (`{TOOLSRV_TMPDIR}`),
+//!   one per server, removed when it stops or, once it is gone, by the next.
 //! - [`spawn`]: the child spawn path: a vfork-style child that joins its own process
 //!   group, applies the confinement and `exec`s the tool.
 
@@ -27,5 +29,6 @@ pub mod open;
 pub mod policy;
 pub mod rules;
 pub mod spawn;
+pub mod tmpdir;
 pub mod view;
 pub mod workdir;

@@ -39,6 +39,13 @@ pub struct ResolvedRules {
     pub network: NetworkRules,
     /// Run with what the kernel supports (`true`) or refuse when a rule cannot be enforced.
     pub best_effort: bool,
+    /// Whether tools may use the kernel's keyrings (`advanced.keyrings`):
+    /// `keyctl`, `add_key` and `request_key` pass the seccomp filter.
+    pub keyrings: bool,
+    /// A rule path could not be looked at for another reason than its
+    /// absence (out of descriptors, say), so the rules may lack it: a caller
+    /// that caches resolutions must not keep this one.
+    pub degraded: bool,
     /// The request's working directory, opened once: a rule on its path is
     /// made from this descriptor, never by looking the path up again.
     pub workdir: Option<Arc<WorkDir>>,

@@ -240,6 +240,24 @@ fn private_tmpdir_is_created_private() {
 }
 
 #[test]
+fn the_servers_own_tmpdir_wins_and_an_empty_one_means_none() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let own = root.path().join("toolsrv-x/123-456");
+    std::fs::create_dir_all(&own).expect("mkdir");
+    let var = toolsrv_sandbox::tmpdir::SERVER_TMPDIR_VAR;
+    let c = ctx(Path::new("/"), &[("TMPDIR", root.path()), (var, &own)]);
+    assert_eq!(c.expand("{TOOLSRV_TMPDIR}").expect("expands"), own);
+    let c = ctx(
+        Path::new("/"),
+        &[("TMPDIR", root.path()), (var, Path::new(""))],
+    );
+    assert!(
+        c.expand("{TOOLSRV_TMPDIR}").is_err(),
+        "no directory: skipped"
+    );
+}
+
+#[test]
 fn workspace_is_the_opened_base_and_defaults_to_cwd() {
     use std::sync::Arc;
     use toolsrv_sandbox::workdir::WorkDir;

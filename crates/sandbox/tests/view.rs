@@ -110,6 +110,7 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
         hidden: vec![t.p("ws/secret.txt")],
         read_only: Vec::new(),
         shown: Vec::new(),
+        registry: None,
     };
     let view = view_for(&t, &ws, server);
     let outside = t.p("outside/file.txt").display().to_string();

@@ -2,7 +2,8 @@
 //! task, at most `--max-connections` at once (beyond that a new connection is
 //! closed at once), each closed if it has not attached within `--auth-timeout`.
 //! Connections from the server's own descendants (its tools and what they
-//! started, or a peer whose ancestry cannot be told) do not count against
+//! started, the runs of the user's other servers, or a peer whose ancestry
+//! cannot be told: `crate::runs`) do not count against
 //! `--max-connections`: they have a budget of their own,
 //! [`DESCENDANT_CONNECTIONS`], so a tool that floods the socket never takes
 //! the slots the people and agents driving the server need.
@@ -21,7 +22,7 @@ use toolsrv_vfs::{Auth, ConnInfo, Limits, Node};
 
 use crate::fdlimit::Reserve;
 use crate::server::Server;
-use crate::socket::{self, is_descendant_of_self};
+use crate::socket;
 
 /// The most connections the server's own descendants may hold at once, apart
 /// from `--max-connections`.
@@ -106,7 +107,7 @@ pub(crate) async fn accept_loop(
             continue;
         }
         // Decided now, while the peer certainly exists; unsure counts as a tool.
-        let descendant = peer_pid.is_none_or(|p| is_descendant_of_self(p) != Some(false));
+        let descendant = server.is_run(peer_pid);
         let activity = &server.activity;
         if descendant {
             if activity.descendant_connections() >= DESCENDANT_CONNECTIONS {

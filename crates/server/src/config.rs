@@ -63,6 +63,11 @@ pub struct Config {
     /// How the filesystem is protected for sandboxed runs (probed by
     /// [`crate::Daemon::prepare`]; `LandlockOnly` here by default).
     pub(crate) filesystem: toolsrv_sandbox::view::Mechanism,
+    /// Whether the server registers in the per-user registry and makes a
+    /// temporary directory of its own (`crate::presence`): set by
+    /// [`crate::Daemon::prepare`]; a server made in-process (tests) shares
+    /// its process with others and does neither.
+    pub(crate) presence: bool,
 }
 
 impl Config {
@@ -121,6 +126,7 @@ impl Config {
             },
             facts: None,
             filesystem: toolsrv_sandbox::view::Mechanism::LandlockOnly("not probed".to_string()),
+            presence: false,
         }
     }
 

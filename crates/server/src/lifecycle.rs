@@ -49,6 +49,8 @@ pub async fn run(server: Arc<Server>, bound: socket::Bound, shutdown: Cancellati
     crate::accept::accept_loop(&server, &bound.listener, root, auth, &shutdown).await;
     bound.close();
     shut_down(&server.procs, &server.executor).await;
+    // Every process is stopped: nothing uses the temporary directory now.
+    server.presence.leave();
 }
 
 /// Dismiss finished processes older than `gc_age`, periodically.

@@ -28,9 +28,12 @@ use toolsrv_sandbox::policy::PolicyStore;
 /// (a tool that writes them widens its next sandbox), the tools directory as
 /// configured and as served (a tool that writes there changes what the next
 /// call runs), the built-in tools cache, and the server's own executable.
+/// Hidden too, and read again at every rescan: what the live servers and
+/// bridges of the per-user registry hide (`registry`).
 fn server_files(
     config: &Config,
     tools_dir: &std::path::Path,
+    registry: Option<std::path::PathBuf>,
 ) -> toolsrv_sandbox::view::ServerFiles {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
@@ -67,6 +70,7 @@ fn server_files(
         hidden,
         read_only,
         shown,
+        registry,
     }
 }
 
@@ -97,6 +101,8 @@ pub struct Server {
     pub(crate) activity: crate::activity::Activity,
     /// What the server confines its tools with (the `doctor` file).
     pub(crate) facts: toolsrv_sandbox::doctor::Facts,
+    /// Its registry entry and temporary directory, taken away at shutdown.
+    pub(crate) presence: crate::presence::Presence,
     /// Where the built-in tools were written when the tools directory does not
     /// exist; removed when the server ends.
     _builtin_dir: Option<tempfile::TempDir>,
@@ -168,10 +174,30 @@ impl Server {
             watchdog,
             containment,
         )?;
+        let presence = if config.presence {
+            let tmp = executor
+                .own_env
+                .get("TMPDIR")
+                .map(std::path::PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .unwrap_or_else(|| std::path::PathBuf::from("/tmp"));
+            let own = server_files(&config, &tools_dir, None);
+            let p = crate::presence::Presence::start(&config.listen, &own.hidden, &tmp);
+            // `{TOOLSRV_TMPDIR}` is this server's own directory (none: empty).
+            let dir = p.tmpdir.as_ref().map(|d| d.display().to_string());
+            executor.own_env.insert(
+                toolsrv_sandbox::tmpdir::SERVER_TMPDIR_VAR.to_string(),
+                dir.unwrap_or_default(),
+            );
+            p
+        } else {
+            crate::presence::Presence::default()
+        };
+        executor.registry = presence.registry.clone();
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
             executor.set_server_files(
-                &server_files(&config, &tools_dir),
+                &server_files(&config, &tools_dir, presence.registry.clone()),
                 &config.cwd,
                 &config.filesystem,
             );
@@ -193,6 +219,7 @@ impl Server {
             broker: Broker::default(),
             _builtin_dir: builtin_dir,
             facts,
+            presence,
             config,
         }))
     }
@@ -274,15 +301,20 @@ impl Server {
         self.executor.run(proc, prep).await;
     }
 
-    /// Refuse observers that are tools (descendants of this server): a tool must
-    /// not approve its own bypass request, even under `--no-auth`.
+    /// Whether the peer `pid` is a run of this server or of any other live
+    /// server of this user (`crate::runs`); unsure counts as a run.
+    pub(crate) fn is_run(&self, pid: Option<i32>) -> bool {
+        pid.is_none_or(|p| crate::runs::is_run(p, self.presence.registry.as_deref()) != Some(false))
+    }
+
+    /// Refuse observers that are tools (runs of this server or of any other
+    /// toolsrv server of this user): a tool must not approve a bypass
+    /// request, its own or another's, even under `--no-auth`.
     pub(crate) fn check_observer(
         &self,
         conn: &toolsrv_vfs::ConnInfo,
     ) -> Result<(), toolsrv_vfs::Error> {
-        let now = conn
-            .peer_pid
-            .is_none_or(|p| crate::socket::is_descendant_of_self(p) != Some(false));
+        let now = self.is_run(conn.peer_pid);
         if conn.peer_is_descendant || now {
             return Err(toolsrv_vfs::Error::permission_denied());
         }

@@ -182,23 +182,3 @@ pub(crate) fn enlarge_send_buffer(stream: &UnixStream) {
 pub(crate) fn peer_allowed(peer_uid: Option<u32>, my_uid: u32) -> bool {
     my_uid == 0 || peer_uid == Some(my_uid)
 }
-
-/// Whether `pid` is a descendant of this process (its parent chain reaches us);
-/// `None` when that cannot be told (the process is gone, `/proc` unreadable).
-pub(crate) fn is_descendant_of_self(pid: i32) -> Option<bool> {
-    let me = std::process::id() as i32;
-    let mut p = pid;
-    for _ in 0..4096 {
-        if p == me {
-            return Some(true);
-        }
-        if p <= 1 {
-            return Some(false);
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        // The command name is in parentheses and may contain spaces: parse after the last ')'.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        p = rest.split_whitespace().nth(1)?.parse().ok()?;
-    }
-    None
-}

@@ -74,7 +74,11 @@ enum Ready {
 ///
 /// The server's *home* is a temp directory holding the socket
 /// (`toolsrv.sock`), the log (`server.log`), the Ollie config directory
-/// (`cfg`) and the tools (`tools/`). Its `--cwd` is `<home>/cwd` unless
+/// (`cfg`), the tools (`tools/`) and its `$XDG_RUNTIME_DIR` (`run/`, so its
+/// per-user directory, `run/toolsrv`, holding the registry of live servers,
+/// is its own: servers of tests running at once never see each other, and
+/// none rebuilds its view when another starts; a test that wants servers
+/// to meet gives them one `XDG_RUNTIME_DIR` or `HOME` itself). Its `--cwd` is `<home>/cwd` unless
 /// given: the socket, tools and config are kept out of the cwd because the
 /// server carves them out of every sandbox rule (CONTRACT §12), and inside
 /// the cwd tools could not create files at its top level.
@@ -279,8 +283,13 @@ impl Launch {
             }
             cmd.arg("--tools").arg(dir);
         }
+        let run = server.home().join("run");
+        std::fs::create_dir(&run).map_err(prepare(&run))?;
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700))
+            .map_err(prepare(&run))?;
         cmd.args(&self.args)
             .env("OLLIE_CFG_PATH", server.home().join("cfg"))
+            .env("XDG_RUNTIME_DIR", &run)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -353,6 +362,13 @@ impl Server {
     /// The server's `--cwd`.
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// `<home>/run`: the `$XDG_RUNTIME_DIR` the launcher gives the server
+    /// (unless the test set its own), whose `toolsrv/` is its per-user
+    /// directory.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.home.path().join("run")
     }
 
     /// `<home>/tools`: where [`Launch::tools`] writes the tool files.

@@ -45,10 +45,7 @@ pub(crate) async fn connect(global: &Global) -> Result<Client> {
         c.set_reconnect_timeout(toolsrv_client::remote::REMOTE_RECONNECT_WINDOW);
         return Ok(c);
     }
-    let has_secret = std::env::var_os(toolsrv_client::secret::SECRET_ENV)
-        .is_some_and(|v| !v.is_empty())
-        || global.secret_file.is_some()
-        || toolsrv_client::secret::default_secret_path(&socket).exists();
+    let has_secret = toolsrv_client::secret::has_secret(&socket, global.secret_file.as_deref());
     if !has_secret {
         // First use: make a secret only for a server that is there and wants
         // one (a `--no-auth` server takes an unauthenticated attach).

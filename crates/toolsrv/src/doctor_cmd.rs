@@ -64,7 +64,10 @@ fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
             print_report(s, "the server")?;
         }
         outln!("")?;
-        if enforced {
+        let reachable = !server.as_ref().unwrap_or(&host).reachable.is_empty();
+        if enforced && reachable {
+            outln!("everything the policy asks for is enforced, but tools can still reach what no rule grants (see \"reachable\" above)")?;
+        } else if enforced {
             outln!("everything the policy asks for is enforced")?;
         } else {
             outln!("NOT everything the policy asks for is enforced (see \"missing\" above)")?;
@@ -215,6 +218,10 @@ fn print_report(r: &Report, whose: &str) -> Result<()> {
             }
         )?;
         outln!("      fix: {}", t(&m.fix))?;
+    }
+    for r in &r.reachable {
+        outln!("  reachable     {}: {}", t(&r.what), t(&r.detail))?;
+        outln!("      fix: {}", t(&r.fix))?;
     }
     Ok(())
 }

@@ -84,10 +84,13 @@ async fn serve_http(
     listen: HttpListen,
 ) -> Result<()> {
     let listener = Listener::bind(&listen).await?;
+    let unix: Vec<PathBuf> = match &listen {
+        HttpListen::Unix(p) => vec![p.clone()],
+        HttpListen::Tcp(_) => Vec::new(),
+    };
     let (token, file) = match std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()) {
         Some(t) => (t, None),
         None => {
-            let token = toolsrv_mcp::generate_token();
             let file = match &a.token_file {
                 Some(f) => f.clone(),
                 None => {
@@ -96,10 +99,15 @@ async fn serve_http(
                     PathBuf::from(p)
                 }
             };
-            toolsrv_mcp::write_token_file(&file, &token)?;
-            (token, Some(file))
+            (toolsrv_mcp::generate_token(), Some(file))
         }
     };
+    // Before the token is written: every server of this user hides what the
+    // bridge registers (docs/mcp.md, "Where the token file may lie").
+    let _registration = toolsrv_mcp::announce(&unix, file.as_slice());
+    if let Some(f) = &file {
+        toolsrv_mcp::write_token_file(f, &token)?;
+    }
     let where_ = match &file {
         Some(f) => format!("the bearer token is in {} (mode 0600)", f.display()),
         None => format!("the bearer token is ${TOKEN_ENV}"),

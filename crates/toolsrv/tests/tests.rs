@@ -9,6 +9,7 @@ mod cli_interrupt;
 mod containment;
 mod daemon_cli;
 mod doctor;
+mod doors;
 mod escapes;
 mod everyday;
 mod help;

@@ -33,6 +33,17 @@
 //!   a struct a filter cannot read; C libraries fall back to `openat`) and
 //!   `io_uring_setup(2)` (io_uring opens files with any mode without `open`),
 //!   unless the network rules refuse it with `EACCES` already.
+//! - **kernel keyrings** (`EPERM`, as container runtimes do), unless the
+//!   policy allows them (`advanced.keyrings`): `add_key(2)`, `request_key(2)`
+//!   and every `keyctl(2)` but one, `keyctl(KEYCTL_JOIN_SESSION_KEYRING,
+//!   NULL)`, which only gives the caller a new, empty session keyring of its
+//!   own: the child makes that call before `execve` (whether the filter is
+//!   already on its thread or not), so no run shares a session keyring with
+//!   the server or the human. Keyrings are not namespaced: a key a tool adds
+//!   to the user keyring is the human's, and one it reads may be a ticket.
+//! - **`AF_VSOCK`** (`EACCES`), always: `socket(2)` of the virtual-machine
+//!   socket family, which reaches the hypervisor and the other guests and
+//!   which no Landlock rule covers.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +64,8 @@ pub enum SeccompError {
 const SYS_FCHMODAT2: u32 = 452;
 /// `MSG_FASTOPEN`.
 const MSG_FASTOPEN: u32 = 0x2000_0000;
+/// `KEYCTL_JOIN_SESSION_KEYRING` (`linux/keyctl.h`).
+pub(crate) const KEYCTL_JOIN_SESSION_KEYRING: u32 = 1;
 /// The set-user-ID and set-group-ID mode bits.
 const SET_ID_BITS: libc::mode_t = libc::S_ISUID | libc::S_ISGID;
 
@@ -86,6 +99,10 @@ const ARCH: u32 = 4;
 const fn arg(i: u32) -> u32 {
     16 + 8 * i
 }
+/// The high 32 bits of argument `i` (a pointer's, for instance).
+const fn arg_high(i: u32) -> u32 {
+    arg(i) + 4
+}
 
 /// What is checked for one system call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,10 +117,14 @@ enum Body {
     TcpOrDatagram,
     /// `EACCES` when argument `0` (send flags) has `MSG_FASTOPEN`.
     NoFastOpen(u32),
+    /// `EACCES` for an `AF_VSOCK` socket.
+    NoVsock,
+    /// `EPERM` unless the call is `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`.
+    JoinNewSessionOnly,
 }
 
-/// What each listed system call gets, for `net`.
-fn bodies(net: &NetworkRules) -> BTreeMap<u32, Body> {
+/// What each listed system call gets, for `net` and `keyrings`.
+fn bodies(net: &NetworkRules, keyrings: bool) -> BTreeMap<u32, Body> {
     let mut b = BTreeMap::new();
     let nr = |n: libc::c_long| n as u32;
     let mut moded = vec![
@@ -133,6 +154,12 @@ fn bodies(net: &NetworkRules) -> BTreeMap<u32, Body> {
     }
     b.insert(nr(libc::SYS_openat2), Body::Errno(libc::ENOSYS));
     b.insert(nr(libc::SYS_io_uring_setup), Body::Errno(libc::ENOSYS));
+    if !keyrings {
+        b.insert(nr(libc::SYS_add_key), Body::Errno(libc::EPERM));
+        b.insert(nr(libc::SYS_request_key), Body::Errno(libc::EPERM));
+        b.insert(nr(libc::SYS_keyctl), Body::JoinNewSessionOnly);
+    }
+    b.insert(nr(libc::SYS_socket), Body::NoVsock);
     if !net.enabled {
         b.insert(nr(libc::SYS_socket), Body::UnixOnly);
         b.insert(nr(libc::SYS_socketpair), Body::UnixOnly);
@@ -147,13 +174,17 @@ fn bodies(net: &NetworkRules) -> BTreeMap<u32, Body> {
     b
 }
 
-/// The program for a confined run under `net`.
-pub(crate) fn program(net: &NetworkRules) -> Result<Vec<libc::sock_filter>, SeccompError> {
+/// The program for a confined run under `net`, with the keyrings allowed or
+/// not (`keyrings`).
+pub(crate) fn program(
+    net: &NetworkRules,
+    keyrings: bool,
+) -> Result<Vec<libc::sock_filter>, SeccompError> {
     let mut a = Asm::default();
     let allow = a.label();
     let kill = a.label();
     let mut errno_labels: BTreeMap<i32, Label> = BTreeMap::new();
-    let bodies = bodies(net);
+    let bodies = bodies(net, keyrings);
     let mut cases: Vec<(u32, Label)> = Vec::new();
     let mut to_emit: Vec<(Label, Body)> = Vec::new();
     for (&n, &body) in &bodies {
@@ -193,6 +224,7 @@ pub(crate) fn program(net: &NetworkRules) -> Result<Vec<libc::sock_filter>, Secc
             Body::TcpOrDatagram => {
                 let (ip, stream) = (a.label(), a.label());
                 a.op(LD_W_ABS, arg(0), Next, Next);
+                a.op(JEQ_K, libc::AF_VSOCK as u32, To(eacces), Next);
                 a.op(JEQ_K, libc::AF_INET as u32, To(ip), Next);
                 a.op(JEQ_K, libc::AF_INET6 as u32, To(ip), To(allow));
                 a.bind(ip);
@@ -209,6 +241,20 @@ pub(crate) fn program(net: &NetworkRules) -> Result<Vec<libc::sock_filter>, Secc
             Body::NoFastOpen(i) => {
                 a.op(LD_W_ABS, arg(i), Next, Next);
                 a.op(JSET_K, MSG_FASTOPEN, To(eacces), To(allow));
+            }
+            Body::NoVsock => {
+                a.op(LD_W_ABS, arg(0), Next, Next);
+                a.op(JEQ_K, libc::AF_VSOCK as u32, To(eacces), To(allow));
+            }
+            Body::JoinNewSessionOnly => {
+                // The option is an int (the kernel ignores the high half);
+                // the name is a pointer: both halves must be zero.
+                a.op(LD_W_ABS, arg(0), Next, Next);
+                a.op(JEQ_K, KEYCTL_JOIN_SESSION_KEYRING, Next, To(eperm));
+                a.op(LD_W_ABS, arg(1), Next, Next);
+                a.op(JEQ_K, 0, Next, To(eperm));
+                a.op(LD_W_ABS, arg_high(1), Next, Next);
+                a.op(JEQ_K, 0, To(allow), To(eperm));
             }
         }
     }
@@ -309,10 +355,22 @@ mod tests {
 
     /// Runs `p` on one system call, as the kernel would (only the opcodes used here).
     fn run(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 6]) -> u32 {
+        run_wide(p, arch, nr, args.map(u64::from))
+    }
+
+    /// [`run`] with 64-bit arguments (both halves loadable).
+    fn run_wide(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let load = |off: u32| match off {
             NR => nr,
             ARCH => arch,
-            o => args[((o - 16) / 8) as usize],
+            o => {
+                let a = args[((o - 16) / 8) as usize];
+                if (o - 16) % 8 == 4 {
+                    (a >> 32) as u32
+                } else {
+                    a as u32
+                }
+            }
         };
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
@@ -351,7 +409,7 @@ mod tests {
     #[test]
     fn set_id_modes_ipc_and_unreadable_calls_are_refused_everywhere() {
         for rules in [net(true, &[]), net(true, &[80]), net(false, &[])] {
-            let p = program(&rules).expect("program");
+            let p = program(&rules, false).expect("program");
             let call = |nr: libc::c_long, args: [u32; 6]| run(&p, AUDIT_ARCH, nr as u32, args);
             assert_eq!(call(libc::SYS_fchmodat, [0, 0, 0o4755, 0, 0, 0]), EPERM);
             assert_eq!(call(libc::SYS_fchmodat, [0, 0, 0o2755, 0, 0, 0]), EPERM);
@@ -398,6 +456,69 @@ mod tests {
     }
 
     #[test]
+    fn keyrings_are_refused_but_joining_a_new_session_keyring_unless_allowed() {
+        let join = KEYCTL_JOIN_SESSION_KEYRING as u64;
+        let read = 11u64; // KEYCTL_READ
+        for rules in [net(true, &[]), net(true, &[80]), net(false, &[])] {
+            let refused = program(&rules, false).expect("program");
+            let allowed = program(&rules, true).expect("program");
+            let keyctl = |p: &[libc::sock_filter], args: [u64; 6]| {
+                run_wide(p, AUDIT_ARCH, libc::SYS_keyctl as u32, args)
+            };
+            assert_eq!(keyctl(&refused, [join, 0, 0, 0, 0, 0]), RET_ALLOW);
+            assert_eq!(
+                keyctl(&refused, [join, 0x7f00_1000, 0, 0, 0, 0]),
+                EPERM,
+                "a name"
+            );
+            assert_eq!(
+                keyctl(&refused, [join, 0x7fff_0000_0000, 0, 0, 0, 0]),
+                EPERM,
+                "a name at an address whose low half is zero"
+            );
+            assert_eq!(keyctl(&refused, [read, 0, 0, 0, 0, 0]), EPERM);
+            assert_eq!(
+                keyctl(&refused, [join | 1 << 32, 0, 0, 0, 0, 0]),
+                RET_ALLOW,
+                "an int"
+            );
+            for nr in [libc::SYS_add_key, libc::SYS_request_key] {
+                assert_eq!(run(&refused, AUDIT_ARCH, nr as u32, [0; 6]), EPERM);
+                assert_eq!(run(&allowed, AUDIT_ARCH, nr as u32, [0; 6]), RET_ALLOW);
+            }
+            assert_eq!(keyctl(&allowed, [read, 0, 0, 0, 0, 0]), RET_ALLOW);
+            assert_eq!(keyctl(&allowed, [join, 0x7f00_1000, 0, 0, 0, 0]), RET_ALLOW);
+        }
+    }
+
+    #[test]
+    fn vsock_sockets_are_refused_under_every_network_rule() {
+        let vsock = libc::AF_VSOCK as u32;
+        for rules in [net(true, &[]), net(true, &[443]), net(false, &[])] {
+            let p = program(&rules, false).expect("program");
+            let socket =
+                |d: u32, t: u32| run(&p, AUDIT_ARCH, libc::SYS_socket as u32, [d, t, 0, 0, 0, 0]);
+            assert_eq!(socket(vsock, libc::SOCK_STREAM as u32), EACCES);
+            assert_eq!(socket(vsock, libc::SOCK_DGRAM as u32), EACCES);
+            assert_eq!(
+                socket(libc::AF_UNIX as u32, libc::SOCK_STREAM as u32),
+                RET_ALLOW
+            );
+        }
+        let open = program(&net(true, &[]), false).expect("program");
+        let inet = run(
+            &open,
+            AUDIT_ARCH,
+            libc::SYS_socket as u32,
+            [libc::AF_INET as u32, libc::SOCK_RAW as u32, 1, 0, 0, 0],
+        );
+        assert_eq!(
+            inet, RET_ALLOW,
+            "other families are the network rules' business"
+        );
+    }
+
+    #[test]
     fn the_network_part_follows_the_rules() {
         let (inet, inet6, unix) = (
             libc::AF_INET as u32,
@@ -424,12 +545,12 @@ mod tests {
             run(p, AUDIT_ARCH, libc::SYS_sendto as u32, [3, 0, 1, f, 0, 0])
         };
         // Network on, no lists: sockets are Landlock's business only.
-        let open = program(&net(true, &[])).expect("program");
+        let open = program(&net(true, &[]), false).expect("program");
         assert_eq!(socket(&open, inet, stream, 262), RET_ALLOW);
         assert_eq!(sendto(&open, MSG_FASTOPEN), RET_ALLOW);
         assert_eq!(uring(&open), ENOSYS);
         // TCP lists.
-        let lists = program(&net(true, &[443])).expect("program");
+        let lists = program(&net(true, &[443]), false).expect("program");
         for d in [inet, inet6] {
             assert_eq!(socket(&lists, d, stream, 0), RET_ALLOW);
             assert_eq!(socket(&lists, d, stream | flags, 6), RET_ALLOW);
@@ -466,7 +587,7 @@ mod tests {
         assert_eq!(sendmmsg, EACCES);
         assert_eq!(uring(&lists), EACCES);
         // Network off.
-        let off = program(&net(false, &[])).expect("program");
+        let off = program(&net(false, &[]), false).expect("program");
         assert_eq!(socket(&off, unix, stream, 0), RET_ALLOW);
         assert_eq!(socket(&off, inet, dgram, 0), EACCES);
         assert_eq!(socket(&off, libc::AF_NETLINK as u32, raw, 0), EACCES);

@@ -26,7 +26,9 @@ thread_local! {
 fn shared_program() -> Result<&'static [libc::sock_filter], io::Error> {
     static PROGRAM: OnceLock<Result<Vec<libc::sock_filter>, String>> = OnceLock::new();
     PROGRAM
-        .get_or_init(|| super::seccomp::program(&shared_network()).map_err(|e| e.to_string()))
+        .get_or_init(|| {
+            super::seccomp::program(&shared_network(), false).map_err(|e| e.to_string())
+        })
         .as_deref()
         .map_err(|e| io::Error::other(e.clone()))
 }

@@ -135,6 +135,12 @@ pub struct Advanced {
     /// Add the executable itself (for scripts: the script and its interpreter) as `rox`.
     #[serde(deserialize_with = "null_default")]
     pub add_exec: bool,
+    /// Let tools use the kernel's keyrings (`keyctl`, `add_key`,
+    /// `request_key`, refused by the seccomp filter otherwise). A run's
+    /// session keyring is its own either way; the user's keyrings (`@u`,
+    /// the persistent keyring) are then shared with the human.
+    #[serde(deserialize_with = "null_default")]
+    pub keyrings: bool,
 }
 
 /// `validation:` section.

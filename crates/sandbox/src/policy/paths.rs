@@ -3,10 +3,7 @@
 //! `{ENV_VAR}`, and a leading `~`.
 
 use std::collections::HashMap;
-use std::fs;
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What path variables expand against: the request's working directory, the
 /// workspace it lies in, and an environment snapshot (the server passes its
@@ -58,15 +55,25 @@ impl PathContext {
             .or_else(|| self.home().map(|h| h.join(under_home)))
     }
 
-    /// The private temporary directory `{TOOLSRV_TMPDIR}`:
-    /// `<TMPDIR or /tmp>/toolsrv-<uid>`, owned by this user with mode 0700.
-    /// Created on first use; `None` (with a warning) when it exists but is not a
-    /// directory owned by this user, or cannot be created. Tools should get
-    /// `TMPDIR` set to this directory.
+    /// The private temporary directory `{TOOLSRV_TMPDIR}`: the server's own
+    /// (named by [`crate::tmpdir::SERVER_TMPDIR_VAR`] in the environment,
+    /// which the server sets to `<TMPDIR>/toolsrv-<uid>/<server>`; empty:
+    /// none), else, for a caller that names none, `<TMPDIR or
+    /// /tmp>/toolsrv-<uid>`. It must be a real directory owned by this user;
+    /// created if missing, its mode tightened to 0700. `None` (with a
+    /// warning) when it is unusable. Tools should get `TMPDIR` set to this
+    /// directory.
     pub fn private_tmpdir(&self) -> Option<PathBuf> {
-        let uid = current_uid();
-        let dir = self.tmpdir().join(format!("toolsrv-{uid}"));
-        match ensure_private_dir(&dir, uid) {
+        let dir = match self.env.get(crate::tmpdir::SERVER_TMPDIR_VAR) {
+            Some(v) if v.is_empty() => return None,
+            Some(v) => PathBuf::from(v),
+            None => crate::tmpdir::user_base(&self.tmpdir()),
+        };
+        if !dir.is_absolute() {
+            tracing::warn!(path = %dir.display(), "private temporary directory is not absolute; skipped");
+            return None;
+        }
+        match crate::tmpdir::ensure_private_dir(&dir) {
             Ok(()) => Some(dir),
             Err(e) => {
                 tracing::warn!(path = %dir.display(), error = %e, "private temporary directory unusable; skipped");
@@ -149,28 +156,4 @@ impl PathContext {
 /// The real user id of this process.
 pub(crate) fn current_uid() -> u32 {
     super::sys::getuid()
-}
-
-/// Creates `dir` with mode 0700 if absent; accepts it only if it is a real
-/// directory (not a symlink) owned by `uid` and not accessible to others.
-fn ensure_private_dir(dir: &Path, uid: u32) -> io::Result<()> {
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let meta = fs::symlink_metadata(dir)?;
-    if !meta.file_type().is_dir() {
-        return Err(io::Error::other("not a directory"));
-    }
-    if meta.uid() != uid {
-        return Err(io::Error::other(format!(
-            "owned by uid {}, not {uid}",
-            meta.uid()
-        )));
-    }
-    if meta.permissions().mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
 }

@@ -86,16 +86,15 @@ pub const CREDENTIAL_STORES: &[&str] = &[
     "~/.config/gh",
 ];
 
-/// The state of `toolsrv remote` (policy path syntax), on both sides: the
-/// local per-address directories (SSH control socket, forwarded socket, the
-/// remote's secret, pid and state files) and, on the remote host, the remote
-/// server's state directory (secret, configuration, pid files, logs). Hidden:
+/// toolsrv's per-user directory (policy path syntax), both places it can
+/// be (`toolsrv_base::userdir`), whole: the secrets the client generates,
+/// the registry of live servers and bridges, and the state of `toolsrv
+/// remote` on both sides (the local per-address directories with the SSH
+/// control socket, the forwarded socket, the remote's secret, pid and state
+/// files; on the remote host the remote server's state directory). Hidden:
 /// carved like [`CREDENTIAL_STORES`], whether they exist or not. Where
-/// `toolsrv remote` puts them is in docs/remote.md.
-pub const TOOLSRV_STATE: &[&str] = &[
-    "{XDG_RUNTIME_DIR}/toolsrv/remote",
-    "{XDG_STATE_HOME}/toolsrv/remote",
-];
+/// `toolsrv remote` puts its files is in docs/remote.md.
+pub const TOOLSRV_STATE: &[&str] = &["{XDG_RUNTIME_DIR}/toolsrv", "{XDG_STATE_HOME}/toolsrv"];
 
 /// What `toolsrv remote` installs on a remote host (policy path syntax): the
 /// server binaries and the content-addressed store of configuration files
@@ -421,7 +420,7 @@ mod tests {
         };
         let defaults = carved_paths(&ctx(&[]), &[]);
         for want in [
-            h.join(".local/state/toolsrv/remote"),
+            h.join(".local/state/toolsrv"),
             h.join(".local/share/toolsrv"),
         ] {
             assert!(defaults.contains(&want), "{} missing", want.display());
@@ -435,8 +434,8 @@ mod tests {
             &[],
         );
         for want in [
-            h.join("run/toolsrv/remote"),
-            h.join("st/toolsrv/remote"),
+            h.join("run/toolsrv"),
+            h.join("st/toolsrv"),
             h.join("data/toolsrv"),
         ] {
             assert!(

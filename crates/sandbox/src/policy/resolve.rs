@@ -113,9 +113,13 @@ impl Policy {
     ) -> ResolvedRules {
         let fs = &self.filesystem;
         let mut ids = BTreeMap::new();
-        let mut rox = resolve_list(&fs.rox, ctx, &mut ids);
+        let mut degraded = false;
+        let mut rox = resolve_list(&fs.rox, ctx, &mut ids, &mut degraded);
         if self.advanced.add_exec || self.advanced.ldd {
-            let execs: Vec<PathBuf> = exec_paths.iter().filter_map(|p| existing(p)).collect();
+            let execs: Vec<PathBuf> = exec_paths
+                .iter()
+                .filter_map(|p| existing(p, &mut degraded))
+                .collect();
             if self.advanced.add_exec {
                 rox.extend(execs.iter().cloned());
             }
@@ -128,13 +132,13 @@ impl Policy {
         let protected = carve_files.map_or_else(Vec::new, |files| carved_paths(ctx, files));
         let mut list = Vec::new();
         let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
-        let ro = carved(resolve_list(&fs.ro, ctx, &mut ids));
+        let ro = carved(resolve_list(&fs.ro, ctx, &mut ids, &mut degraded));
         let rox = carved(rox);
-        let rw = carved(resolve_list(&fs.rw, ctx, &mut ids));
-        let rwx = carved(resolve_list(&fs.rwx, ctx, &mut ids));
+        let rw = carved(resolve_list(&fs.rw, ctx, &mut ids, &mut degraded));
+        let rwx = carved(resolve_list(&fs.rwx, ctx, &mut ids, &mut degraded));
         let mut lists = [ro, rox, rw, rwx, dedup(list)];
         for l in &mut lists {
-            l.retain(|p| identified(p, &mut ids));
+            l.retain(|p| identified(p, &mut ids, &mut degraded));
         }
         let [ro, rox, rw, rwx, list] = lists;
         ids.retain(|p, _| [&ro, &rox, &rw, &rwx, &list].iter().any(|l| l.contains(p)));
@@ -150,6 +154,8 @@ impl Policy {
                 connect_tcp: self.network.connect_tcp.clone(),
             },
             best_effort: self.general.best_effort,
+            keyrings: self.advanced.keyrings,
+            degraded,
             workdir: ctx.workdir.clone(),
             ids,
             view_roots: Default::default(),
@@ -179,13 +185,14 @@ fn resolve_list(
     paths: &[String],
     ctx: &PathContext,
     ids: &mut BTreeMap<PathBuf, FileId>,
+    degraded: &mut bool,
 ) -> Vec<PathBuf> {
     paths
         .iter()
         .filter_map(|raw| match ctx.expand(raw) {
             Ok(p) => match opened_base(raw, ctx) {
-                Some(wd) => beneath_workdir(wd, &p, ids),
-                None => existing(&p),
+                Some(wd) => beneath_workdir(wd, &p, ids, degraded),
+                None => existing(&p, degraded),
             },
             Err(why) => {
                 tracing::debug!(path = %raw, reason = %why, "sandbox policy path skipped");
@@ -221,6 +228,7 @@ fn beneath_workdir(
     wd: &crate::workdir::WorkDir,
     expanded: &Path,
     ids: &mut BTreeMap<PathBuf, FileId>,
+    degraded: &mut bool,
 ) -> Option<PathBuf> {
     let rel = expanded.strip_prefix(wd.path()).ok()?;
     if rel.as_os_str().is_empty() {
@@ -243,6 +251,7 @@ fn beneath_workdir(
             Some(path)
         }
         Err(e) => {
+            *degraded |= !absent(&e);
             tracing::debug!(path = %expanded.display(), error = %e,
                 "sandbox policy path skipped: not found beneath the working directory");
             None
@@ -250,9 +259,19 @@ fn beneath_workdir(
     }
 }
 
+/// Whether `e` says a path is not there (or not a directory on the way, or
+/// a symbolic link where none may be): not a failure to look at it.
+fn absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EACCES | libc::EXDEV)
+    )
+}
+
 /// Whether `path` (canonical) can still be opened without following a
-/// symbolic link; records what it is in `ids` (unless already known).
-fn identified(path: &Path, ids: &mut BTreeMap<PathBuf, FileId>) -> bool {
+/// symbolic link; records what it is in `ids` (unless already known). A
+/// failure for another reason than its absence sets `degraded`.
+fn identified(path: &Path, ids: &mut BTreeMap<PathBuf, FileId>, degraded: &mut bool) -> bool {
     if ids.contains_key(path) {
         return true;
     }
@@ -262,6 +281,7 @@ fn identified(path: &Path, ids: &mut BTreeMap<PathBuf, FileId>) -> bool {
             true
         }
         Err(e) => {
+            *degraded |= !absent(&e);
             tracing::debug!(path = %path.display(), error = %e,
                 "sandbox policy path skipped: changed since it was resolved");
             false
@@ -269,11 +289,13 @@ fn identified(path: &Path, ids: &mut BTreeMap<PathBuf, FileId>) -> bool {
     }
 }
 
-/// The canonical form of `p`, or `None` (logged) when it does not exist.
-fn existing(p: &Path) -> Option<PathBuf> {
+/// The canonical form of `p`, or `None` (logged) when it does not exist
+/// (setting `degraded` when it could not be looked at for another reason).
+fn existing(p: &Path, degraded: &mut bool) -> Option<PathBuf> {
     match std::fs::canonicalize(p) {
         Ok(c) => Some(c),
         Err(e) => {
+            *degraded |= !absent(&e);
             tracing::debug!(path = %p.display(), error = %e, "sandbox policy path skipped: does not exist or is not accessible");
             None
         }

@@ -46,6 +46,8 @@ pub(super) fn child_args(
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
         seccomp: seccomp.map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
         no_new_privs: confinement.is_some(),
+        new_session_keyring: confinement.is_some(),
+        session_keyring_required: confinement.is_some_and(Confinement::keyrings),
         caps: confinement.and_then(|c| {
             if join.new_pid_ns && !join.new_user_ns {
                 c.caps_for_pid_namespace()

@@ -48,6 +48,8 @@ pub(crate) enum Stage {
     Identity = 14,
     /// `setns` into the filesystem view.
     View = 15,
+    /// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`.
+    Keyring = 16,
 }
 
 impl Stage {
@@ -69,6 +71,7 @@ impl Stage {
             13 => Stage::Limits,
             14 => Stage::Identity,
             15 => Stage::View,
+            16 => Stage::Keyring,
             _ => return None,
         })
     }
@@ -94,6 +97,13 @@ pub(crate) struct ChildArgs {
     pub(crate) seccomp: *const libc::sock_fprog,
     /// Whether to set `no_new_privs` (always when confined).
     pub(crate) no_new_privs: bool,
+    /// Whether to join a new, empty session keyring (always when confined).
+    pub(crate) new_session_keyring: bool,
+    /// Whether the run fails when it cannot have one (the policy lets tools
+    /// use keyrings); otherwise a host where keyrings are missing or refused
+    /// to this process (`ENOSYS`, `EPERM`, `EACCES`) runs the tool with the
+    /// inherited one, which its seccomp filter then keeps it from using.
+    pub(crate) session_keyring_required: bool,
     /// The capabilities to set after `no_new_privs`, when confined and toolsrv
     /// holds more than a tool may keep.
     pub(crate) caps: Option<crate::confine::caps::Caps>,
@@ -173,6 +183,11 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     sys::dup3(args.output, 2).at(Stage::Stdio)?;
     sys::close_range_on_exec(3).at(Stage::CloseRange)?;
     enter_working_directory(args).at(Stage::Chdir)?;
+    if args.new_session_keyring {
+        // Before the filter (which lets this one form through anyway): no
+        // run shares a session keyring with the server or the human.
+        join_new_session_keyring(args.session_keyring_required).at(Stage::Keyring)?;
+    }
     if args.no_new_privs {
         sys::set_no_new_privs().at(Stage::NoNewPrivs)?;
     }
@@ -205,6 +220,16 @@ fn lead_own_group(args: &ChildArgs) -> Result<(), sys::Errno> {
         sys::setsid()
     } else {
         sys::setpgid(0, 0)
+    }
+}
+
+/// Joins a new, empty, anonymous session keyring; see
+/// [`ChildArgs::session_keyring_required`] for which failures are let by.
+fn join_new_session_keyring(required: bool) -> Result<(), sys::Errno> {
+    match sys::join_new_session_keyring() {
+        Ok(()) => Ok(()),
+        Err(libc::ENOSYS | libc::EPERM | libc::EACCES) if !required => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -34,6 +34,9 @@ pub enum SpawnError {
     /// `PR_SET_NO_NEW_PRIVS` failed.
     #[error("cannot set no_new_privs: {0}")]
     NoNewPrivs(io::Error),
+    /// The run could not get a session keyring of its own.
+    #[error("cannot give the tool a session keyring of its own: {0} (\"Disk quota exceeded\" is this user's key quota: /proc/sys/kernel/keys/maxkeys and maxbytes)")]
+    SessionKeyring(io::Error),
     /// Another step of the child setup failed.
     #[error("cannot set up the child process ({step}): {source}")]
     Setup {
@@ -86,6 +89,7 @@ pub(super) fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) ->
             setup("mapping the server's uid and gid in the run's user namespace")
         }
         Some(Stage::View) => setup("entering the filesystem view"),
+        Some(Stage::Keyring) => SpawnError::SessionKeyring(source),
         None => SpawnError::UnknownStage(stage),
     }
 }

@@ -145,6 +145,25 @@ pub(crate) unsafe fn chdir(path: *const c_char) -> Result<(), Errno> {
     result(unsafe { call(libc::SYS_chdir, [path as c_long, 0, 0, 0, 0, 0]) }).map(drop)
 }
 
+/// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`: the calling process gets a
+/// new, empty, anonymous session keyring (NULL is not dereferenced: it
+/// means "no name").
+#[inline(always)]
+pub(crate) fn join_new_session_keyring() -> Result<(), Errno> {
+    integers(
+        libc::SYS_keyctl,
+        [
+            c_long::from(crate::confine::KEYCTL_JOIN_SESSION_KEYRING),
+            0,
+            0,
+            0,
+            0,
+            0,
+        ],
+    )
+    .map(drop)
+}
+
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
 #[inline(always)]
 pub(crate) fn set_no_new_privs() -> Result<(), Errno> {

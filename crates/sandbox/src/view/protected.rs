@@ -1,8 +1,10 @@
 //! The protected set of CONTRACT §13: which paths a view hides and which it
 //! binds read-only, gathered from the fixed lists, the server's own files,
 //! the Git repositories of the workspace, `$HOME` and the policy's
-//! `deny_read` / `deny_write`. Gathered when a view is built and by the
-//! background rescan (about once a second), never per call.
+//! `deny_read` / `deny_write`, and what the other live toolsrv servers and
+//! bridges of this user registered (their sockets, secrets and token
+//! files). Gathered when a view is built and by the background rescan
+//! (about once a second), never per call.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -63,6 +65,12 @@ pub struct ServerFiles {
     /// What every view shows read-only whatever the policy's rules, so that
     /// tools can be run: the tools directory as configured and as served.
     pub shown: Vec<PathBuf>,
+    /// The per-user registry of live toolsrv servers and bridges
+    /// (`toolsrv_base::registry`): every gathering hides what each live
+    /// entry names (its sockets with their `.secret` and `.mcp-token`
+    /// siblings, its other secret and token files), so a server or bridge
+    /// started later is hidden from the next rescan on. `None`: none read.
+    pub registry: Option<PathBuf>,
 }
 
 /// Everything a protected set is gathered from.
@@ -180,6 +188,17 @@ impl ProtectedSet {
         }
         for p in &src.server.read_only {
             set.add(p, Kind::ReadOnly, Shape::File);
+        }
+        if let Some(dir) = &src.server.registry {
+            match toolsrv_base::registry::read_live(dir) {
+                Ok(entries) => {
+                    for p in entries.iter().flat_map(|e| e.hidden_paths()) {
+                        set.add(&p, Kind::Hidden, Shape::File);
+                    }
+                }
+                // Not a change: a rescan keeps the view it has.
+                Err(_) => set.incomplete = true,
+            }
         }
         let (state, binaries) = remote_files(&src.ctx);
         for p in &state {
@@ -492,6 +511,64 @@ mod tests {
         assert_eq!(get(&h.join(".mcp.json")).unwrap().shape, Shape::File);
         assert!(set.covering(&h.join(".ssh/keys")).is_some());
         assert!(set.covering(&h.join("src")).is_none());
+    }
+
+    #[test]
+    fn what_other_servers_registered_is_hidden_and_gone_servers_are_not() {
+        use toolsrv_base::registry::{self, Entry as Registered, Kind as Who};
+        let t = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir(h.join(".run")).unwrap();
+        std::fs::write(h.join(".run/b.sock"), "").unwrap();
+        std::fs::write(h.join("token"), "").unwrap();
+        let dir = h.join("registry");
+        let me = toolsrv_base::ProcessId::current().unwrap();
+        let _b = registry::register(
+            &dir,
+            &Registered {
+                kind: Who::Server,
+                id: me,
+                sockets: vec![h.join(".run/b.sock")],
+                hidden: vec![h.join("token")],
+            },
+        )
+        .unwrap();
+        let gone = toolsrv_base::ProcessId {
+            start: me.start + 1,
+            ..me
+        };
+        std::fs::write(h.join(".run/c.sock"), "").unwrap();
+        std::mem::forget(
+            registry::register(
+                &dir,
+                &Registered {
+                    kind: Who::Server,
+                    id: gone,
+                    sockets: vec![h.join(".run/c.sock")],
+                    hidden: Vec::new(),
+                },
+            )
+            .unwrap(),
+        );
+        let mut src = sources(&h, &h);
+        src.server.registry = Some(dir);
+        let set = ProtectedSet::gather(&src);
+        let hidden = |p: &Path| {
+            set.entries
+                .iter()
+                .any(|e| e.path == p && e.kind == Kind::Hidden)
+        };
+        assert!(hidden(&h.join(".run/b.sock")));
+        assert!(
+            hidden(&h.join(".run/b.sock.secret")),
+            "a missing sibling too"
+        );
+        assert!(hidden(&h.join(".run/b.sock.mcp-token")));
+        assert!(hidden(&h.join("token")));
+        assert!(
+            !hidden(&h.join(".run/c.sock")),
+            "a gone server's entry is ignored"
+        );
     }
 
     #[test]

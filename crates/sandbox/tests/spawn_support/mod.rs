@@ -145,6 +145,8 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
             connect_tcp: Vec::new(),
         },
         best_effort: false,
+        keyrings: false,
+        degraded: false,
         workdir: None,
         ids: Default::default(),
         view_roots: Default::default(),

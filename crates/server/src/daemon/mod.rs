@@ -106,6 +106,7 @@ impl Daemon {
         let containment = Arc::new(Containment::start(inherited.containment.as_deref()));
         config.filesystem = host::filesystem_mechanism(inherited.view.as_deref(), &containment);
         config.facts = Some(host::server_facts(&config, &identity, &containment));
+        config.presence = true;
         let watchdog = host::start_watchdog(&config, &containment, inherited.activated);
         if let Err(e) = crate::reaper::become_subreaper() {
             tracing::error!(target: LOG_TARGET, error = %e, "cannot become a child subreaper");

@@ -41,6 +41,17 @@ impl<K: PartialEq, V: Clone> TtlCache<K, V> {
     /// The cached value for `key`, or `make()` (run without the lock held),
     /// stored for next time.
     pub(crate) fn get_or(&self, key: K, make: impl FnOnce() -> V) -> V {
+        self.get_or_keep(key, make, |_| true)
+    }
+
+    /// [`TtlCache::get_or`], storing what `make` returns only when `keep`
+    /// says so.
+    pub(crate) fn get_or_keep(
+        &self,
+        key: K,
+        make: impl FnOnce() -> V,
+        keep: impl FnOnce(&V) -> bool,
+    ) -> V {
         let now = Instant::now();
         {
             let mut g = self.entries.lock_unpoisoned();
@@ -50,6 +61,9 @@ impl<K: PartialEq, V: Clone> TtlCache<K, V> {
             }
         }
         let v = make();
+        if !keep(&v) {
+            return v;
+        }
         let mut g = self.entries.lock_unpoisoned();
         if g.len() >= CAPACITY {
             g.remove(0);
@@ -89,5 +103,13 @@ mod tests {
             20
         );
         assert_eq!(calls, 2);
+    }
+
+    #[test]
+    fn a_value_not_kept_is_made_again_next_time() {
+        let c: TtlCache<u32, u32> = TtlCache::default();
+        assert_eq!(c.get_or_keep(1, || 10, |_| false), 10);
+        assert_eq!(c.get_or_keep(1, || 11, |v| *v != 12), 11);
+        assert_eq!(c.get_or(1, || 12), 11);
     }
 }

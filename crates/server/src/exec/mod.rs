@@ -70,6 +70,9 @@ pub(crate) struct Executor {
     /// Where there is no view: every carved path (a request's `cwd` there is
     /// refused).
     carved: Vec<std::path::PathBuf>,
+    /// The per-user registry of live servers and bridges: where there is no
+    /// view, what they hide is carved too, read again at each resolution.
+    pub(crate) registry: Option<std::path::PathBuf>,
     /// The filesystem views, where the host can make them.
     views: Option<Arc<views::Views>>,
     spawner: Spawner,
@@ -120,6 +123,7 @@ impl Executor {
             abi_limit,
             carve: Vec::new(),
             carved: Vec::new(),
+            registry: None,
             views: None,
             validators: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
@@ -153,6 +157,7 @@ impl Executor {
                 hidden: absolute(&files.hidden),
                 read_only: absolute(&files.read_only),
                 shown: absolute(&files.shown),
+                registry: files.registry.clone(),
             };
             let workspace = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
             self.views = Some(views::Views::start(
@@ -206,6 +211,19 @@ impl Executor {
                  tools outside the working directory"
             );
         }
+    }
+
+    /// What the Landlock-only fallback carves out of every rule: the server's
+    /// own files and what the live entries of the per-user registry hide
+    /// (other servers' sockets and secrets, bridges' token files).
+    fn carve_now(&self) -> Vec<std::path::PathBuf> {
+        let mut carve = self.carve.clone();
+        if let Some(dir) = &self.registry {
+            for entry in toolsrv_base::registry::live_entries(dir) {
+                carve.extend(entry.hidden_paths());
+            }
+        }
+        carve
     }
 
     /// The policy in effect ([`PolicyStore::current`]), looked at again only
@@ -273,6 +291,11 @@ impl Executor {
         );
         for note in c.unenforced() {
             tracing::warn!(what = %note, "sandbox rule not enforced by this kernel (best effort)");
+        }
+        if c.rules_skipped() || rules.degraded {
+            // Used for this run only: a rule missing for now (out of
+            // descriptors) must not stay missing for the next runs.
+            return Ok(c);
         }
         let mut cache = self.confinements.lock_unpoisoned();
         if cache.len() >= CONFINEMENT_CACHE {

@@ -314,16 +314,22 @@ impl Executor {
                 exec.clone(),
                 in_view,
             );
-            let rules = self.rules.get_or(key, || {
-                Arc::new(match &view {
-                    Some(v) => {
-                        let mut r = policy.resolve_whole(&ctx(), &exec);
-                        r.view_roots = v.roots();
-                        r
-                    }
-                    None => policy.resolve_carving(&ctx(), &exec, &self.carve),
-                })
-            });
+            // A resolution made while paths could not be looked at (out of
+            // descriptors) is used once, never kept: it may lack rules.
+            let rules = self.rules.get_or_keep(
+                key,
+                || {
+                    Arc::new(match &view {
+                        Some(v) => {
+                            let mut r = policy.resolve_whole(&ctx(), &exec);
+                            r.view_roots = v.roots();
+                            r
+                        }
+                        None => policy.resolve_carving(&ctx(), &exec, &self.carve_now()),
+                    })
+                },
+                |r| !r.degraded,
+            );
             Some(self.confinement(&rules)?)
         };
         let env = compose(EnvParts {

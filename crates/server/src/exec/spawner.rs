@@ -14,7 +14,9 @@
 //! worker thread that starts a confined tool (`confine_this_thread`), and the
 //! children inherit it. An unconfined tool (an approved bypass run) must not:
 //! when the current thread carries the filter, it is started by the
-//! [`unconfined`] thread instead, which never does.
+//! [`unconfined`] thread instead, which never does. So is a confined tool
+//! whose policy allows what the shared filter refuses (`advanced.keyrings`):
+//! its child attaches a program of its own.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -72,7 +74,22 @@ impl Spawner {
     /// job's reference to the pipe's write end is dropped on return.
     pub(crate) fn spawn(&self, job: Job) -> Result<Child, SpawnError> {
         use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
-        if job.confinement.is_some() {
+        let unfiltered = job
+            .confinement
+            .as_deref()
+            .is_some_and(Confinement::needs_unfiltered_thread);
+        if unfiltered {
+            // A policy that allows what the shared filter refuses (the
+            // keyrings): its child attaches its own program, on a thread
+            // that carries none.
+            if thread_is_confined() {
+                let this = Spawner {
+                    tracked: self.tracked.clone(),
+                    watchdog: self.watchdog.clone(),
+                };
+                return unconfined::spawn(move || this.spawn_here(job));
+            }
+        } else if job.confinement.is_some() {
             if let Err(e) = confine_this_thread() {
                 // The child attaches the filter itself then, as before.
                 tracing::warn!(error = %e, "cannot attach the shared seccomp filter to this thread");
