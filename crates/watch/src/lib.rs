@@ -30,6 +30,10 @@ pub use pidns::{joined_this_thread, leave_for_children, PidNsError, ToolsPidNs};
 pub use quarantine::{CopyLimits, EntryKind, How, Quarantine, QuarantineError, Record};
 pub use watcher::{Attribution, Event, EventKind, Events, Kinds, Origin, WatchError, Watcher};
 
+/// The environment variable that keeps a server's confined runs out of a
+/// tools PID namespace (`off`).
+pub const FORCE_ENV: &str = "TOOLSRV_TOOLS_PIDNS";
+
 /// How a server on this host attributes creations (`toolsrv doctor`, the
 /// startup log): a stable name and how.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -165,13 +165,35 @@ pub struct Quarantine {
 impl Quarantine {
     /// `<state_dir>/quarantine`, made (mode 0700, like `state_dir` when it
     /// is made too) if missing.
+    ///
+    /// Both must be directories of this process's user, not symbolic links
+    /// (a planted link would send what is quarantined elsewhere): else an
+    /// error.
     pub fn new(state_dir: &Path) -> io::Result<Quarantine> {
         let dir = state_dir.join("quarantine");
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        let fd = sys::open(&cstring(&dir)?, libc::O_PATH | libc::O_DIRECTORY)?;
+        for d in [state_dir, &dir] {
+            let m = std::fs::symlink_metadata(d)?;
+            if !m.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} is not a directory", d.display()),
+                ));
+            }
+            if std::os::unix::fs::MetadataExt::uid(&m) != toolsrv_base::effective_uid() {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("{} belongs to another user", d.display()),
+                ));
+            }
+        }
+        let fd = sys::open(
+            &cstring(&dir)?,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        )?;
         Ok(Quarantine {
             dir,
             fd,
@@ -223,16 +245,34 @@ impl Quarantine {
         let now = SystemTime::now();
         let stamp = time::stamp(now);
         let mut truncated = false;
-        let (n, entry, how) = loop {
+        // A number is taken by making its record, empty (O_EXCL): two
+        // quarantines on one directory never share one.
+        let (n, entry, how, record_file) = loop {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let reserved = CString::new(format!("{stamp}-{n}.json"))
+                .map_err(|e| io("name")(io::Error::other(e)))?;
+            let record_file = match sys::openat(
+                self.fd.as_fd(),
+                &reserved,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+                0o600,
+            ) {
+                Ok(f) => (reserved, f),
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                Err(e) => return Err(io("make the record")(e)),
+            };
+            let give_back = |r: &(CString, OwnedFd)| {
+                let _ = sys::unlinkat(self.fd.as_fd(), &r.0, 0);
+            };
             let entry = entry_name(&stamp, n, name);
             let centry =
                 CString::new(entry.as_bytes()).map_err(|e| io("name")(io::Error::other(e)))?;
             match sys::rename_noreplace(parent.as_fd(), &cname, self.fd.as_fd(), &centry) {
-                Ok(()) => break (n, entry, How::Rename),
-                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                Ok(()) => break (n, entry, How::Rename, record_file),
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => give_back(&record_file),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                    return Err(QuarantineError::Missing(path.to_path_buf()))
+                    give_back(&record_file);
+                    return Err(QuarantineError::Missing(path.to_path_buf()));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
                     let mut budget = self.limits;
@@ -245,18 +285,29 @@ impl Quarantine {
                         0,
                     ) {
                         Ok(t) => truncated = t,
-                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
-                        Err(e) => return Err(io("copy across filesystems")(e)),
+                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                            give_back(&record_file);
+                            continue;
+                        }
+                        Err(e) => {
+                            give_back(&record_file);
+                            return Err(io("copy across filesystems")(e));
+                        }
                     }
-                    remove_tree(parent.as_fd(), &cname, self.limits.depth, 0)
-                        .map_err(io("remove after the copy"))?;
-                    break (n, entry, How::Copy);
+                    if let Err(e) = remove_tree(parent.as_fd(), &cname, self.limits.depth, 0) {
+                        give_back(&record_file);
+                        return Err(io("remove after the copy")(e));
+                    }
+                    break (n, entry, How::Copy, record_file);
                 }
-                Err(e) => return Err(io("rename")(e)),
+                Err(e) => {
+                    give_back(&record_file);
+                    return Err(io("rename")(e));
+                }
             }
         };
         let original = path.as_os_str();
-        let mut record = Record {
+        let record = Record {
             original: original.to_string_lossy().into_owned(),
             original_hex: std::str::from_utf8(original.as_bytes()).is_err().then(|| {
                 original
@@ -274,8 +325,8 @@ impl Quarantine {
             path: self.dir.join(&entry),
             record: self.dir.join(format!("{stamp}-{n}.json")),
         };
-        self.write_record(&record).map_err(io("write the record"))?;
-        record.path = self.dir.join(&entry);
+        self.write_record(&record, record_file)
+            .map_err(io("write the record"))?;
         Ok(record)
     }
 
@@ -309,30 +360,29 @@ impl Quarantine {
         Ok(out.into_iter().map(|(_, _, r)| r).collect())
     }
 
-    /// Writes `r` beside its entry: to a temporary name, then renamed into
-    /// place (a reader never sees half a record).
-    fn write_record(&self, r: &Record) -> io::Result<()> {
+    /// Writes `r` into its record (`reserved`: made empty when its number
+    /// was taken): into a temporary file renamed over it, so a reader never
+    /// sees half a record (an empty one, which [`list`](Self::list) skips,
+    /// at most).
+    fn write_record(&self, r: &Record, reserved: (CString, OwnedFd)) -> io::Result<()> {
+        let (name, placeholder) = reserved;
+        drop(placeholder);
         let json = serde_json::to_vec_pretty(r).map_err(io::Error::other)?;
-        let final_name = r
-            .record
-            .file_name()
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let mut tmp = std::ffi::OsString::from(".");
-        tmp.push(final_name);
-        tmp.push(".tmp");
-        let ctmp = CString::new(tmp.as_bytes()).map_err(io::Error::other)?;
-        let cfinal = CString::new(final_name.as_bytes()).map_err(io::Error::other)?;
+        let mut tmp = b".".to_vec();
+        tmp.extend_from_slice(name.as_bytes());
+        tmp.extend_from_slice(b".tmp");
+        let tmp = CString::new(tmp).map_err(io::Error::other)?;
         let fd = sys::openat(
             self.fd.as_fd(),
-            &ctmp,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW,
+            &tmp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
             0o600,
         )?;
         let mut f = std::fs::File::from(fd);
         f.write_all(&json)?;
         f.write_all(b"\n")?;
         drop(f);
-        sys::rename_noreplace(self.fd.as_fd(), &ctmp, self.fd.as_fd(), &cfinal)
+        sys::rename(self.fd.as_fd(), &tmp, self.fd.as_fd(), &name)
     }
 }
 

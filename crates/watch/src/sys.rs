@@ -254,6 +254,24 @@ pub(crate) fn rename_noreplace(
     })
 }
 
+/// `renameat(from_dir, from, to_dir, to)`: replaces what is at `to`.
+pub(crate) fn rename(
+    from_dir: BorrowedFd<'_>,
+    from: &CStr,
+    to_dir: BorrowedFd<'_>,
+    to: &CStr,
+) -> io::Result<()> {
+    // Safety: both names are NUL-terminated and outlive the call.
+    zero_or_errno(unsafe {
+        libc::renameat(
+            from_dir.as_raw_fd(),
+            from.as_ptr(),
+            to_dir.as_raw_fd(),
+            to.as_ptr(),
+        )
+    })
+}
+
 /// `unlinkat(dir, name, flags)` (`AT_REMOVEDIR` for a directory).
 pub(crate) fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
     // Safety: `name` is NUL-terminated and outlives the call.

@@ -183,3 +183,40 @@ fn across_filesystems_the_entry_is_copied_then_removed() {
     assert!(!ws.join("big").exists());
     assert_eq!(std::fs::read_to_string(&r.path).expect("kept"), "0123");
 }
+
+#[test]
+fn a_state_directory_that_is_a_symlink_is_refused() {
+    let base = tmp_in("/dev/shm");
+    let elsewhere = tmp_in("/dev/shm");
+    symlink(elsewhere.path(), base.path().join("state")).expect("link");
+    assert!(Quarantine::new(&base.path().join("state")).is_err());
+    std::fs::create_dir(base.path().join("s2")).expect("s2");
+    symlink(elsewhere.path(), base.path().join("s2/quarantine")).expect("link");
+    assert!(Quarantine::new(&base.path().join("s2")).is_err());
+    assert!(Quarantine::new(&base.path().join("s3")).is_ok());
+}
+
+#[test]
+fn two_quarantines_on_one_directory_never_share_a_record() {
+    let ws = tmp_in("/dev/shm");
+    let state = tmp_in("/dev/shm");
+    let ws = canon(ws.path());
+    let (a, b) = (
+        Quarantine::new(state.path()).expect("a"),
+        Quarantine::new(state.path()).expect("b"),
+    );
+    for i in 0..50 {
+        std::fs::write(ws.join(format!("a{i}")), "a").expect("a");
+        std::fs::write(ws.join(format!("b{i}")), "b").expect("b");
+        a.move_in(&ws.join(format!("a{i}"))).expect("move a");
+        b.move_in(&ws.join(format!("b{i}"))).expect("move b");
+    }
+    let listed = a.list().expect("list");
+    assert_eq!(listed.len(), 100);
+    for r in &listed {
+        let name = r.original_path();
+        let first = name.file_name().unwrap().to_string_lossy().chars().next();
+        let content = std::fs::read_to_string(&r.path).expect("entry");
+        assert_eq!(first.map(String::from), Some(content), "{r:?}");
+    }
+}
