@@ -46,6 +46,7 @@ fn server_files(
         secret.into(),
         mcp_token.into(),
         crate::leaders::record_path(&config.listen),
+        crate::watch::state_dir(&config.listen),
     ]
     .into_iter()
     .chain(config.secret_file.clone())
@@ -128,6 +129,7 @@ impl Server {
         policy: PolicyStore,
         watchdog: Option<Arc<crate::watchdog::Watchdog>>,
         containment: Arc<toolsrv_sandbox::contain::Containment>,
+        watch: crate::watch::Watch,
     ) -> std::io::Result<Arc<Server>> {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
             (config.tools_dir.clone(), None)
@@ -150,7 +152,7 @@ impl Server {
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
         let facts = config.facts.clone().unwrap_or_else(|| {
-            let mut f = toolsrv_sandbox::doctor::Facts::host(None, None);
+            let mut f = toolsrv_sandbox::doctor::Facts::host(None, None, None);
             f.source = toolsrv_sandbox::doctor::Source::Server;
             f.containment = containment.enforcement();
             f.unconfined = config.yolo;
@@ -162,6 +164,7 @@ impl Server {
             config.landlock_abi_limit,
             watchdog,
             containment,
+            Arc::new(watch),
         )?;
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
@@ -190,6 +193,14 @@ impl Server {
             facts,
             config,
         }))
+    }
+
+    /// What the server learns of creations, and the quarantine: the tools
+    /// PID namespace, the fanotify watcher, the quarantine directory
+    /// (docs/watch.md).
+    #[allow(dead_code)] // The policy of issue 34 is its user.
+    pub(crate) fn watch(&self) -> &crate::watch::Watch {
+        &self.executor.watch
     }
 
     /// The token requests must carry (`None` under `--no-auth`). Before any client

@@ -15,6 +15,17 @@
 //! children inherit it. An unconfined tool (an approved bypass run) must not:
 //! when the current thread carries the filter, it is started by the
 //! [`unconfined`] thread instead, which never does.
+//!
+//! Where the server has a tools PID namespace (`toolsrv_watch`, see
+//! docs/watch.md), a thread that starts a confined tool joins it for its
+//! children first (once per thread: `setns(CLONE_NEWPID)` changes only where
+//! that thread's children are born), so every process of every sandboxed run
+//! is in it; an unconfined tool is then started by the [`unconfined`]
+//! thread too, which never joins. A confined tool is never started outside
+//! the namespace: if it cannot be joined, the run fails. When the
+//! namespace's init died (the kernel then answers a fork into it with
+//! ENOMEM), the spawn waits up to [`REVIVE_WAIT`] for the new namespace the
+//! watch makes and is tried once more.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -23,6 +34,7 @@ use std::sync::Arc;
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnError, SpawnSpec};
 use toolsrv_sandbox::workdir::WorkDir;
+use toolsrv_watch::ToolsPidNs;
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
@@ -50,45 +62,87 @@ pub(crate) struct Job {
     pub(crate) view: Option<Arc<toolsrv_sandbox::view::View>>,
 }
 
+/// How long a confined spawn waits for a new tools PID namespace after the
+/// last one's init died.
+const REVIVE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Starts tools and keeps the books on them.
 pub(crate) struct Spawner {
     tracked: Arc<Tracked>,
     watchdog: Option<Arc<Watchdog>>,
+    /// The PID namespace confined tools are born in, if the server has one.
+    tools_ns: Option<ToolsPidNs>,
 }
 
 impl Spawner {
-    /// A spawner recording into `tracked` and announcing to `watchdog`.
-    pub(crate) fn new(tracked: Arc<Tracked>, watchdog: Option<Arc<Watchdog>>) -> Spawner {
+    /// A spawner recording into `tracked`, announcing to `watchdog` and
+    /// starting confined tools in `tools_ns`.
+    pub(crate) fn new(
+        tracked: Arc<Tracked>,
+        watchdog: Option<Arc<Watchdog>>,
+        tools_ns: Option<ToolsPidNs>,
+    ) -> Spawner {
         if let Err(e) = toolsrv_sandbox::spawn::preopen() {
             tracing::warn!(error = %e, "cannot open /dev/null now; each spawn will try again");
         }
         // Before any thread carries the filter: a thread inherits its
         // creator's seccomp filter.
         unconfined::start();
-        Spawner { tracked, watchdog }
+        Spawner {
+            tracked,
+            watchdog,
+            tools_ns,
+        }
     }
 
     /// Start `job` now, on this thread, without waiting for its `execve`. The
     /// job's reference to the pipe's write end is dropped on return.
-    pub(crate) fn spawn(&self, job: Job) -> Result<Child, SpawnError> {
+    pub(crate) fn spawn(&self, mut job: Job) -> Result<Child, SpawnError> {
         use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
         if job.confinement.is_some() {
+            if let Some(ns) = &self.tools_ns {
+                ns.enter_for_children().map_err(|e| SpawnError::Prepare {
+                    step: "entering the tools PID namespace",
+                    source: std::io::Error::other(e),
+                })?;
+                job.join.parent_outside_pid_ns = true;
+            }
             if let Err(e) = confine_this_thread() {
                 // The child attaches the filter itself then, as before.
                 tracing::warn!(error = %e, "cannot attach the shared seccomp filter to this thread");
             }
-        } else if thread_is_confined() {
+        } else if thread_is_confined() || toolsrv_watch::joined_this_thread() {
             let this = Spawner {
                 tracked: self.tracked.clone(),
                 watchdog: self.watchdog.clone(),
+                tools_ns: None,
             };
-            return unconfined::spawn(move || this.spawn_here(job));
+            return unconfined::spawn(move || this.spawn_here(&job));
         }
-        self.spawn_here(job)
+        match self.spawn_here(&job) {
+            Err(SpawnError::Prepare {
+                step: "clone",
+                source,
+            }) if source.raw_os_error() == Some(libc::ENOMEM) && job.join.parent_outside_pid_ns => {
+                let revived = self.tools_ns.as_ref().map(|ns| ns.revive(REVIVE_WAIT));
+                match revived {
+                    Some(Ok(true)) => self.spawn_here(&job),
+                    Some(Err(e)) => Err(SpawnError::Prepare {
+                        step: "entering the tools PID namespace",
+                        source: std::io::Error::other(e),
+                    }),
+                    _ => Err(SpawnError::Prepare {
+                        step: "clone",
+                        source,
+                    }),
+                }
+            }
+            r => r,
+        }
     }
 
     /// Start `job` on this thread.
-    fn spawn_here(&self, job: Job) -> Result<Child, SpawnError> {
+    fn spawn_here(&self, job: &Job) -> Result<Child, SpawnError> {
         let spec = SpawnSpec {
             program: &job.program,
             argv: &job.argv,
