@@ -46,3 +46,4 @@ mod sandbox_view;
 mod socket;
 mod syscall_budget;
 mod tools;
+mod watch;

@@ -101,10 +101,7 @@ impl Spawner {
         use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
         if job.confinement.is_some() {
             if let Some(ns) = &self.tools_ns {
-                ns.enter_for_children().map_err(|e| SpawnError::Prepare {
-                    step: "entering the tools PID namespace",
-                    source: std::io::Error::other(e),
-                })?;
+                join_tools_ns(ns)?;
                 job.join.parent_outside_pid_ns = true;
             }
             if let Err(e) = confine_this_thread() {
@@ -161,6 +158,24 @@ impl Spawner {
             w.track(child.pid());
         }
         Ok(child)
+    }
+}
+
+/// This thread's children are born in `ns` from now on; while a new
+/// namespace replaces a dead one, waits for it (up to [`REVIVE_WAIT`]).
+fn join_tools_ns(ns: &ToolsPidNs) -> Result<(), SpawnError> {
+    let failed = |e: toolsrv_watch::PidNsError| SpawnError::Prepare {
+        step: "entering the tools PID namespace",
+        source: std::io::Error::other(e),
+    };
+    match ns.enter_for_children() {
+        Ok(()) => Ok(()),
+        Err(toolsrv_watch::PidNsError::Gone(_)) => match ns.revive(REVIVE_WAIT) {
+            Ok(true) => Ok(()),
+            Ok(false) => ns.enter_for_children().map_err(failed),
+            Err(e) => Err(failed(e)),
+        },
+        Err(e) => Err(failed(e)),
     }
 }
 
