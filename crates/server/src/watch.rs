@@ -5,6 +5,12 @@
 //! The policy (what to watch, what to move) is built on these; see
 //! docs/watch.md.
 //!
+//! A process the server starts that is not a confined tool (`git`, a
+//! helper) from a thread that may have joined the namespace (any runtime
+//! worker that spawned a confined tool) must be started inside
+//! `toolsrv_watch::outside_tools_namespace`, or it is born in the
+//! namespace and its changes are taken for a tool's.
+//!
 //! The tools PID namespace is made where its reader's events are exactly
 //! attributed: a privileged server (root) whose runs are not PID namespaces
 //! of their own (the kernel refuses `CLONE_NEWPID` to a thread whose children

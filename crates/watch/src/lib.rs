@@ -26,7 +26,9 @@ mod sys;
 mod time;
 mod watcher;
 
-pub use pidns::{joined_this_thread, leave_for_children, PidNsError, ToolsPidNs};
+pub use pidns::{
+    joined_this_thread, leave_for_children, outside_tools_namespace, PidNsError, ToolsPidNs,
+};
 pub use quarantine::{CopyLimits, EntryKind, How, Quarantine, QuarantineError, Record};
 pub use watcher::{Attribution, Event, EventKind, Events, Kinds, Origin, WatchError, Watcher};
 

@@ -49,6 +49,9 @@ thread_local! {
     /// The reader generation whose namespace this thread's children are born
     /// in (0: this process's own, as far as this thread knows).
     static JOINED: Cell<u64> = const { Cell::new(0) };
+    /// The namespace this thread joined last (for [`outside_tools_namespace`]).
+    static REGISTRY: std::cell::RefCell<Option<std::sync::Weak<Inner>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Events forwarded by the reader: raw `read(2)` bytes of the group, and
@@ -182,6 +185,7 @@ impl ToolsPidNs {
         };
         sys::setns_pid(cur.ns.as_fd()).map_err(io_err("setns(CLONE_NEWPID)"))?;
         JOINED.set(cur.id);
+        REGISTRY.with(|r| *r.borrow_mut() = Some(Arc::downgrade(&self.inner)));
         Ok(())
     }
 
@@ -387,6 +391,32 @@ pub fn leave_for_children() {
             JOINED.set(0);
         }
     }
+}
+
+/// Runs `f` with this thread's children born in this process's own PID
+/// namespace, then back where they were: for a process the server starts
+/// that is not a confined tool (`ldd`, `git`) from a thread that joined a
+/// tools namespace, which would otherwise be born in it and taken for a
+/// tool's. Two `setns` when this thread joined one, nothing otherwise.
+pub fn outside_tools_namespace<T>(f: impl FnOnce() -> T) -> T {
+    let joined = JOINED.get();
+    if joined == 0 {
+        return f();
+    }
+    leave_for_children();
+    let out = f();
+    // Back into the namespace this thread had joined, while it lives.
+    if let Some(ns) = REGISTRY.with(|r| r.borrow().clone()) {
+        if let Some(inner) = ns.upgrade() {
+            let st = inner.state.lock_unpoisoned();
+            if let Some(cur) = st.current.as_ref().filter(|c| c.id == joined) {
+                if sys::setns_pid(cur.ns.as_fd()).is_ok() {
+                    JOINED.set(joined);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Whether the process behind `pidfd` has exited.

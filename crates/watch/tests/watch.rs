@@ -422,3 +422,43 @@ fn example_policy_a_tools_creation_of_a_protected_path_is_quarantined_the_humans
     );
     assert_eq!(moved.len(), listed.len());
 }
+
+#[test]
+fn a_process_started_outside_from_a_joined_thread_is_not_a_tool() {
+    let (ns, w, events, _d, dir) = setup();
+    w.report_others(true).expect("others");
+    let inode = ns.inode().expect("inode");
+    let ns2 = ns.clone();
+    let dir2 = dir.clone();
+    std::thread::spawn(move || {
+        ns2.enter_for_children().expect("enter");
+        let outside = toolsrv_watch::outside_tools_namespace(|| {
+            Command::new("/bin/sh")
+                .arg("-c")
+                .arg(": > helper")
+                .current_dir(&dir2)
+                .status()
+                .expect("helper")
+        });
+        assert!(outside.success());
+        // And the thread's children are the namespace's again.
+        let st = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(": > tool")
+            .current_dir(&dir2)
+            .status()
+            .expect("tool");
+        assert!(st.success());
+        assert!(toolsrv_watch::joined_this_thread());
+    })
+    .join()
+    .expect("thread");
+    let evs = drain(&w, &events, &dir);
+    assert_eq!(
+        find(&evs, EventKind::Created, "helper").map(|e| e.origin),
+        Some(Origin::Other),
+        "{evs:?}"
+    );
+    assert!(find(&evs, EventKind::Created, "tool").is_some_and(|e| is_tool(e.origin)));
+    assert!(in_namespace(inode).len() <= 1);
+}
