@@ -462,3 +462,24 @@ fn a_process_started_outside_from_a_joined_thread_is_not_a_tool() {
     assert!(find(&evs, EventKind::Created, "tool").is_some_and(|e| is_tool(e.origin)));
     assert!(in_namespace(inode).len() <= 1);
 }
+
+/// A tool in another mount namespace (the filesystem view is one) writes
+/// through a bind mount: the event names the directory as this process's
+/// namespace names it.
+#[test]
+fn a_creation_through_a_bind_mount_in_another_mount_namespace_is_named_here() {
+    let (ns, w, events, _d, dir) = setup();
+    std::fs::create_dir(dir.join("real")).expect("real");
+    std::fs::create_dir(dir.join("mnt")).expect("mnt");
+    tool(
+        &ns,
+        &dir,
+        "unshare -m --propagation private sh -c 'mount --bind real mnt && : > mnt/through-the-view'",
+    );
+    let evs = drain(&w, &events, &dir);
+    let e = find(&evs, EventKind::Created, "through-the-view").expect("the creation");
+    assert_eq!(e.dir, dir.join("real"), "{e:?}");
+    assert!(is_tool(e.origin));
+    assert!(dir.join("real/through-the-view").exists());
+    assert!(!dir.join("mnt/through-the-view").exists());
+}
