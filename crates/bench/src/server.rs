@@ -66,6 +66,9 @@ pub struct ServerOpts {
     /// `TOOLSRV_VIEW=off`: no filesystem view, Landlock carving only (the
     /// figure without the view's protection).
     pub view_off: bool,
+    /// `TOOLSRV_TOOLS_PIDNS=off`: confined runs stay in the server's own PID
+    /// namespace (the figure without the tools PID namespace).
+    pub tools_pidns_off: bool,
 }
 
 impl ServerProcess {
@@ -101,6 +104,11 @@ impl ServerProcess {
             launch.env("TOOLSRV_VIEW", "off")
         } else {
             launch.env_remove("TOOLSRV_VIEW")
+        };
+        launch = if opts.tools_pidns_off {
+            launch.env("TOOLSRV_TOOLS_PIDNS", "off")
+        } else {
+            launch.env_remove("TOOLSRV_TOOLS_PIDNS")
         };
         launch = match opts.containment {
             Some(c) => launch.env("TOOLSRV_CONTAINMENT", c),

@@ -63,6 +63,17 @@ impl Spread {
     }
 }
 
+/// The `p`th percentile (nearest rank) of `samples` (any order); `None`
+/// when there are none.
+pub fn percentile_of(samples: &[Duration], p: usize) -> Option<Duration> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    Some(percentile(&sorted, p))
+}
+
 /// The `p`th percentile (nearest rank) of sorted, non-empty `sorted`.
 fn percentile<T: Copy>(sorted: &[T], p: usize) -> T {
     // Nearest-rank: the smallest value with at least p% of samples at or below it.

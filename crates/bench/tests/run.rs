@@ -96,6 +96,16 @@ fn call_reports_round_trips_throughput_and_streaming() {
             .any(|l| l.contains("baseline call true_exec (sandboxed, no containment)")),
         "{out}"
     );
+    for kind in ["true_sh", "true_exec"] {
+        let l = out
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("call {kind} (sandboxed)"))
+                    && l.contains("(sandboxed, no tools PID namespace)")
+            })
+            .unwrap_or_else(|| panic!("no tools-namespace line for {kind}: {out}"));
+        assert!(l.contains("(goal <= 1.05x: "), "{l}");
+    }
     assert!(line_of(&out, "bare posix_spawn /bin/true").contains("ratio"));
     for level in [2, 8, 32] {
         for mode in ["--yolo", "sandboxed"] {
@@ -376,5 +386,27 @@ fn startup_times_the_first_call_of_fresh_servers_beside_warm_calls() {
     assert!(
         line_of(&out, "first call after 500 ms, this ").contains("| baseline before median"),
         "{out}"
+    );
+}
+
+#[test]
+fn watch_reports_event_and_quarantine_latency_beside_inotify() {
+    let out = bench(&["watch", "--iters", "100"]);
+    assert!(
+        out.contains("== watch: a process in a tools PID namespace"),
+        "{out}"
+    );
+    assert!(line_of(&out, "create -> inotify event (bench)").contains("n=100"));
+    let e = line_of(&out, "create -> event (tools namespace)");
+    assert!(
+        e.contains("| baseline create -> inotify event (bench) median") && e.contains("[p99 "),
+        "{e}"
+    );
+    let q = line_of(&out, "create -> quarantined");
+    assert!(q.contains("(goal p99 < 50.00 ms: "), "{q}");
+    let m = line_of(&out, "Quarantine::move_in of a file");
+    assert!(
+        m.contains("| baseline renameat2 of a file (bench) median"),
+        "{m}"
     );
 }

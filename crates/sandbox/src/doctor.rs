@@ -46,17 +46,40 @@ pub struct Facts {
     pub filesystem_view: Result<(), String>,
     /// Whether tools run without Landlock and seccomp (`serve --yolo`).
     pub unconfined: bool,
+    /// How a tool's creations are told from anyone else's (crate
+    /// `toolsrv-watch`, docs/watch.md): `tools-pid-namespace`, `unknown` or
+    /// `none`, and how.
+    pub attribution: Mechanism,
+}
+
+impl From<toolsrv_watch::Mechanism> for Mechanism {
+    fn from(m: toolsrv_watch::Mechanism) -> Mechanism {
+        Mechanism {
+            mechanism: m.name.to_string(),
+            detail: m.detail,
+        }
+    }
 }
 
 impl Facts {
     /// The facts of a server started now on this host with the same
-    /// environment: `force_containment` and `force_userns` are the values of
-    /// `TOOLSRV_CONTAINMENT` and `TOOLSRV_USERNS`. Changes nothing (the
+    /// environment: `force_containment`, `force_userns` and
+    /// `force_tools_pidns` are the values of `TOOLSRV_CONTAINMENT`,
+    /// `TOOLSRV_USERNS` and `TOOLSRV_TOOLS_PIDNS`. Changes nothing (the
     /// namespace probes run in a throwaway child process).
-    pub fn host(force_containment: Option<&str>, force_userns: Option<&str>) -> Facts {
+    pub fn host(
+        force_containment: Option<&str>,
+        force_userns: Option<&str>,
+        force_tools_pidns: Option<&str>,
+    ) -> Facts {
         let id = identity::probe(force_userns);
         let may_create = matches!(id.mode, Mode::Root | Mode::OwnNamespace);
         let containment = crate::contain::probe(force_containment, may_create);
+        let attribution = toolsrv_watch::probe(
+            containment.mechanism.starts_with("pid-namespace"),
+            force_tools_pidns.is_some_and(|v| v.eq_ignore_ascii_case("off")),
+        )
+        .into();
         Facts {
             source: Source::Host,
             landlock_abi: crate::confine::landlock_abi(),
@@ -67,6 +90,7 @@ impl Facts {
             identity_reason: id.reason,
             filesystem_view: id.mount_namespace,
             unconfined: false,
+            attribution,
         }
     }
 }
@@ -130,6 +154,8 @@ pub struct Report {
     pub network: Network,
     /// Whether filesystem denials can be observed (CONTRACT §15).
     pub denials: Denials,
+    /// How a tool's creations are told from anyone else's (docs/watch.md).
+    pub attribution: Mechanism,
     /// What is missing, and what to change.
     pub missing: Vec<Missing>,
     /// What tools can still reach on this host that is not a file a rule
@@ -440,6 +466,23 @@ impl Report {
                 },
             );
         }
+        if facts.attribution.mechanism != "tools-pid-namespace" {
+            let d = &facts.attribution.detail;
+            need(
+                format!("exact attribution of what tools create ({d})"),
+                false,
+                if d.contains("not root") {
+                    "run the server as root (an unprivileged fanotify group reports no pids)"
+                        .to_string()
+                } else if d.contains("TOOLSRV_TOOLS_PIDNS") {
+                    "unset TOOLSRV_TOOLS_PIDNS".to_string()
+                } else if d.contains("PID namespace each") {
+                    format!("{delegate}, so that runs are cgroups, not PID namespaces")
+                } else {
+                    "a kernel with fanotify (CONFIG_FANOTIFY=y, Linux 5.9 or later for names in events)".to_string()
+                },
+            );
+        }
         if abi < 7 {
             need(
                 "observing filesystem denials (Landlock audit logging)".to_string(),
@@ -517,6 +560,7 @@ impl Report {
                     "Landlock before ABI 7 denies silently".to_string()
                 },
             },
+            attribution: facts.attribution.clone(),
             missing,
             reachable,
             enforced,

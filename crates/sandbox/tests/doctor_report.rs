@@ -27,6 +27,7 @@ fn complete() -> Facts {
         identity_reason: None,
         filesystem_view: Ok(()),
         unconfined: false,
+        attribution: toolsrv_watch::describe(true, false, false).into(),
     }
 }
 
@@ -195,6 +196,7 @@ fn the_report_round_trips_through_json() {
         "filesystem",
         "network",
         "denials",
+        "attribution",
         "missing",
         "enforced",
     ] {

@@ -19,6 +19,7 @@
 //! - `procs`: the process table and bounded, followable output.
 //! - `sys`: the server's system calls, one small typed wrapper each.
 //! - `reaper`: child subreaper: orphans of tools are reaped, and killed at shutdown.
+//! - `watch`: the tools PID namespace, the fanotify watcher, the quarantine.
 //! - `watchdog`: a forked process that kills tool groups if toolsrv dies (even by SIGKILL).
 //! - `leaders`: the record of PID-namespace runs' first processes beside the socket.
 //! - `lifecycle`: serving until shutdown; idle monitor, orphan reaping, shutdown.
@@ -51,6 +52,7 @@ mod secret_file;
 mod server;
 mod socket;
 mod sys;
+mod watch;
 mod watchdog;
 
 #[cfg(test)]

@@ -182,6 +182,9 @@ async fn shut_down(procs: &ProcTable, executor: &Executor) {
     // Whatever of any run is left (detached descendants included) dies
     // with its group, and the groups go.
     executor.containment.shutdown(SHUTDOWN_WAIT);
+    // The tools PID namespace's init goes, and with it whatever of a
+    // confined run is still in the namespace.
+    executor.watch.stop(SHUTDOWN_WAIT);
     crate::reaper::kill_orphans(&executor.tracked);
     crate::reaper::reap_orphans(&executor.tracked);
 }

@@ -6,6 +6,10 @@
 //! never calls `waitpid(-1)` (that would steal their statuses). It looks for
 //! zombie children that are not tracked tools and reaps those by pid.
 //!
+//! Where the server has a tools PID namespace (docs/watch.md), the orphans
+//! of sandboxed runs go to that namespace's init, which the kernel reaps
+//! them for (it ignores SIGCHLD); only those of unconfined runs come here.
+//!
 //! When it looks: orphans only appear when something in a tool's tree dies, so
 //! after each tool run ends (the executor's `Tracked::ended` notice), and
 //! then every `ORPHAN_POLL` for as long as orphans are alive. toolsrv does not
@@ -27,6 +31,9 @@ pub(crate) struct Tracked {
     pids: Mutex<HashSet<i32>>,
     /// Signalled when a tool was reaped and its group killed.
     pub(crate) ended: tokio::sync::Notify,
+    /// The watch, whose tools PID namespace's init is a child of the server
+    /// that is neither a tool nor an orphan (its own thread reaps it).
+    watch: std::sync::OnceLock<std::sync::Arc<crate::watch::Watch>>,
 }
 
 impl Tracked {
@@ -43,6 +50,17 @@ impl Tracked {
         g.insert(pid_of(&t));
         Ok(t)
     }
+    /// Leave the init of `watch`'s tools PID namespace alone.
+    pub(crate) fn set_watch(&self, watch: std::sync::Arc<crate::watch::Watch>) {
+        let _ = self.watch.set(watch);
+    }
+
+    /// Whether `pid` is a child the reaper leaves alone: a tracked tool, or
+    /// the tools PID namespace's init.
+    fn leaves_alone(&self, pids: &HashSet<i32>, pid: i32) -> bool {
+        pids.contains(&pid) || self.watch.get().is_some_and(|w| w.is_reader(pid))
+    }
+
     /// A tool was reaped (and its group killed): orphans may have appeared.
     pub(crate) fn remove(&self, pid: i32) {
         self.pids.lock_unpoisoned().remove(&pid);
@@ -129,7 +147,7 @@ pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
     // tracked tool's state is not read at all.
     let g = tracked.pids.lock_unpoisoned();
     for pid in kids {
-        if g.contains(&pid) {
+        if tracked.leaves_alone(&g, pid) {
             continue;
         }
         let Some((state, _)) = proc_stat(pid) else {
@@ -151,7 +169,7 @@ pub(crate) fn reap_orphans(tracked: &Tracked) -> OrphanScan {
 pub(crate) fn kill_orphans(tracked: &Tracked) {
     let g = tracked.pids.lock_unpoisoned();
     for pid in children() {
-        if !g.contains(&pid) {
+        if !tracked.leaves_alone(&g, pid) {
             // A child of ours and its group; either may be gone already.
             let _ = crate::sys::kill(-pid, libc::SIGKILL);
             let _ = crate::sys::kill(pid, libc::SIGKILL);

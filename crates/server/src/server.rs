@@ -49,6 +49,7 @@ fn server_files(
         secret.into(),
         mcp_token.into(),
         crate::leaders::record_path(&config.listen),
+        crate::watch::state_dir(&config.listen),
     ]
     .into_iter()
     .chain(config.secret_file.clone())
@@ -139,6 +140,7 @@ impl Server {
         policy: PolicyStore,
         watchdog: Option<Arc<crate::watchdog::Watchdog>>,
         containment: Arc<toolsrv_sandbox::contain::Containment>,
+        watch: crate::watch::Watch,
     ) -> std::io::Result<Arc<Server>> {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
             (config.tools_dir.clone(), None)
@@ -161,7 +163,7 @@ impl Server {
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
         let facts = config.facts.clone().unwrap_or_else(|| {
-            let mut f = toolsrv_sandbox::doctor::Facts::host(None, None);
+            let mut f = toolsrv_sandbox::doctor::Facts::host(None, None, None);
             f.source = toolsrv_sandbox::doctor::Source::Server;
             f.containment = containment.enforcement();
             f.unconfined = config.yolo;
@@ -173,6 +175,7 @@ impl Server {
             config.landlock_abi_limit,
             watchdog,
             containment,
+            Arc::new(watch),
         )?;
         let presence = if config.presence {
             let tmp = executor
@@ -222,6 +225,14 @@ impl Server {
             presence,
             config,
         }))
+    }
+
+    /// What the server learns of creations, and the quarantine: the tools
+    /// PID namespace, the fanotify watcher, the quarantine directory
+    /// (docs/watch.md).
+    #[allow(dead_code)] // The policy of issue 34 is its user.
+    pub(crate) fn watch(&self) -> &crate::watch::Watch {
+        &self.executor.watch
     }
 
     /// The token requests must carry (`None` under `--no-auth`). Before any client

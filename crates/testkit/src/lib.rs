@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod paths;
+pub mod pids;
 mod raw;
 mod server;
 pub mod skip;

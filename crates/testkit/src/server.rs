@@ -395,6 +395,14 @@ impl Server {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// The pid, as this process sees it, of the live process one of this
+    /// server's tools knows as `tool_pid` (`$$`, `$!` in a confined run are
+    /// pids of the server's tools PID namespace); 0 when there is none
+    /// ([`crate::pids::host_pid`]).
+    pub fn host_pid(&self, tool_pid: i32) -> i32 {
+        crate::pids::host_pid(self.pid(), tool_pid)
+    }
+
     /// Send `sig` to the server.
     pub fn signal(&self, sig: i32) {
         if let Ok(pid) = i32::try_from(self.pid()) {

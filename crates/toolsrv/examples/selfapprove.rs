@@ -17,7 +17,6 @@
 
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -83,12 +82,16 @@ fn handoff(stream: UnixStream, id: &str, outfile: &str) -> ExitCode {
                 libc::write(ready_w, b"r".as_ptr().cast(), 1);
                 libc::close(ready_w);
             }
-            let gone = Path::new("/proc").join(connector.to_string());
+            // Asked of the kernel, not of `/proc`: the pid is this process's
+            // namespace's (the server's tools PID namespace), which the host's
+            // procfs does not number.
+            // Safety: kill with signal 0 only checks that the process exists.
+            let alive = || unsafe { libc::kill(connector, 0) } == 0;
             let start = Instant::now();
-            while gone.exists() && start.elapsed() < Duration::from_secs(5) {
+            while alive() && start.elapsed() < Duration::from_secs(5) {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            if gone.exists() {
+            if alive() {
                 report(outfile, "the connecting process did not go away");
             } else {
                 report(outfile, &outcome(stream, id));

@@ -41,6 +41,7 @@ fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
         std::env::var(toolsrv_sandbox::identity::FORCE_ENV)
             .ok()
             .as_deref(),
+        std::env::var(toolsrv_watch::FORCE_ENV).ok().as_deref(),
     );
     let host = Report::evaluate(&facts, &policy.current(), path.as_deref());
     let server = if crate::connect::socket_path(global).is_ok() {
@@ -203,6 +204,11 @@ fn print_report(r: &Report, whose: &str) -> Result<()> {
             "not observable"
         },
         t(&r.denials.detail)
+    )?;
+    outln!(
+        "  attribution   {}: {}",
+        t(&r.attribution.mechanism),
+        t(&r.attribution.detail)
     )?;
     if r.missing.is_empty() {
         outln!("  missing       nothing")?;

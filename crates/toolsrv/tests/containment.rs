@@ -82,11 +82,12 @@ fn escapees(prefix: &str) -> String {
     )
 }
 
-/// The pids the escapees of `prefix` recorded in `dir`.
-fn escapee_pids(dir: &Path, prefix: &str) -> Vec<i32> {
+/// The pids the escapees of `prefix` recorded in `srv`'s cwd, as this
+/// process sees them (they wrote their pids in the tools PID namespace).
+fn escapee_pids(srv: &Server, prefix: &str) -> Vec<i32> {
     ["setsid", "fork", "daemon"]
         .iter()
-        .map(|k| read_pid_file(&dir.join(format!("w/{prefix}.{k}"))))
+        .map(|k| srv.host_pid(read_pid_file(&dir_of(srv).join(format!("w/{prefix}.{k}")))))
         .collect()
 }
 
@@ -103,6 +104,24 @@ fn assert_all_dead(pids: &[i32], limit: Duration, what: &str) {
     assert!(dead, "{what}: still alive after {limit:?}: {alive:?}");
 }
 
+/// [`assert_all_dead`], and where `srv` has a tools PID namespace, that it
+/// holds no process but its init within `limit` either: escapees whose pids
+/// were read after their run ended (so that they could not be named any
+/// more) are checked this way.
+fn assert_run_left_nothing(srv: &Server, pids: &[i32], limit: Duration, what: &str) {
+    assert_all_dead(pids, limit, what);
+    if toolsrv_testkit::pids::tools_namespace(srv.pid()).is_some() {
+        let mut left = Vec::new();
+        assert!(
+            wait_until(limit, || {
+                left = toolsrv_testkit::pids::in_tools_namespace(srv.pid());
+                left.is_empty()
+            }),
+            "{what}: left in the tools PID namespace after {limit:?}: {left:?}"
+        );
+    }
+}
+
 fn dir_of(srv: &Server) -> PathBuf {
     srv.cwd().to_path_buf()
 }
@@ -112,8 +131,8 @@ fn descendants_of_a_sync_call_die_when_it_returns_however_they_detached() {
     let (srv, mut c) = server(None, &[], &[]);
     let r = call_shell(&mut c, &format!("{}; echo returned", escapees("s")));
     assert_eq!(r["isError"], false, "{r}");
-    let pids = escapee_pids(&dir_of(&srv), "s");
-    assert_all_dead(&pids, RUN_END, "escapees of a finished sync call");
+    let pids = escapee_pids(&srv, "s");
+    assert_run_left_nothing(&srv, &pids, RUN_END, "escapees of a finished sync call");
 }
 
 #[test]
@@ -128,12 +147,12 @@ fn descendants_of_a_background_call_die_with_ctl_kill() {
         ],
     )
     .expect("bg");
-    let pids = escapee_pids(&dir_of(&srv), "b");
+    let pids = escapee_pids(&srv, "b");
     c.write(&format!("proc/{pid}/ctl"), "kill")
         .expect("ctl kill");
     let st = final_stat(&mut c, pid);
     assert_eq!(st["state"], "killed", "{st}");
-    assert_all_dead(&pids, RUN_END, "escapees of a killed background call");
+    assert_run_left_nothing(&srv, &pids, RUN_END, "escapees of a killed background call");
 }
 
 #[test]
@@ -145,12 +164,12 @@ fn descendants_of_a_cancelled_call_die_with_it() {
         ("command", &format!("{}; sleep 300", escapees("c"))),
     ]);
     let tag = start_read(&mut c, 20, "proc/new", &data);
-    let pids = escapee_pids(&dir_of(&srv), "c");
+    let pids = escapee_pids(&srv, "c");
     let ctag = c.tag();
     c.send(ctag, Body::Tclunk { fid: 20 });
     let reply = recv_tag(&mut c, tag, &mut Vec::new());
     assert!(is_cancelled_reply(&reply), "{reply:?}");
-    assert_all_dead(&pids, RUN_END, "escapees of a cancelled call");
+    assert_run_left_nothing(&srv, &pids, RUN_END, "escapees of a cancelled call");
 }
 
 #[test]
@@ -166,8 +185,8 @@ fn descendants_of_a_timed_out_call_die_with_it() {
         ],
     );
     assert!(error_text(&r).contains("timed out"), "{r}");
-    let pids = escapee_pids(&dir_of(&srv), "t");
-    assert_all_dead(&pids, RUN_END, "escapees of a timed-out call");
+    let pids = escapee_pids(&srv, "t");
+    assert_run_left_nothing(&srv, &pids, RUN_END, "escapees of a timed-out call");
 }
 
 /// Starts a background run with escapees and returns their pids.
@@ -181,7 +200,7 @@ fn running_escapees(srv: &Server, c: &mut Raw, prefix: &str) -> Vec<i32> {
         ],
     )
     .expect("bg");
-    escapee_pids(&dir_of(srv), prefix)
+    escapee_pids(srv, prefix)
 }
 
 /// Escapees of a running background call are dead within [`SERVER_END`] of
@@ -253,7 +272,7 @@ fn a_survivor_of_a_killed_server_cannot_take_over_the_next_one() {
         &[("tool", "shell"), ("agent", "a1"), ("command", &attack)],
     )
     .expect("bg");
-    let survivor = read_pid_file(&dir.join("w/survivor"));
+    let survivor = srv.host_pid(read_pid_file(&dir.join("w/survivor")));
     let server_pid = srv.pid();
     let watchdog = children_of(server_pid);
     assert!(!watchdog.is_empty(), "the server has no watchdog child");

@@ -74,6 +74,10 @@ fn doctor_describes_this_host_in_text_and_json() {
         host["network"]["domains"],
         "not in this version (no domain proxy)"
     );
+    assert_eq!(
+        host["attribution"]["mechanism"], "tools-pid-namespace",
+        "{host}"
+    );
     assert!(host["missing"].is_array());
     assert!(v["server"].is_null(), "no --socket, no server report");
     let required: Vec<&serde_json::Value> = host["missing"]
@@ -99,6 +103,7 @@ fn doctor_describes_this_host_in_text_and_json() {
         "filesystem    mount-namespace-view",
         "network       ",
         "denials       ",
+        "attribution   tools-pid-namespace: ",
         "missing       ",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");

@@ -31,9 +31,11 @@ pub const QUICK_TOOL: &str = "description: End at once\ncommand: \"true\"\n";
 /// A tool that sleeps `s` seconds.
 pub const NAP_TOOL: &str = "description: Sleep s seconds\nparams:\n  s: {type: string, description: seconds, required: true}\ncommand: \"sleep {s}\"\n";
 
-/// The pid a tool wrote to `<cwd>/<file>` of `srv`, waiting for the file.
+/// The pid a tool wrote to `<cwd>/<file>` of `srv`, waiting for the file,
+/// as this process sees it (a confined tool writes its pid in the server's
+/// tools PID namespace; the process must be alive).
 pub fn pid_file(srv: &Server, file: &str) -> i32 {
-    read_pid_file(&srv.cwd().join(file))
+    srv.host_pid(read_pid_file(&srv.cwd().join(file)))
 }
 
 /// Wait for a pid file (written atomically by the tool) and parse it.

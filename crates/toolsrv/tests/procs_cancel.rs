@@ -29,11 +29,12 @@ fn start_spawn(srv: &Server, c: &mut Raw, dir: &str) -> (u16, i32) {
         "proc/new",
         &payload(&[("tool", "spawn"), ("agent", dir), ("cwd", dir)]),
     );
-    (tag, grandchild(&d))
+    (tag, grandchild(srv, &d))
 }
 
-/// The pid the tool wrote to `<dir>/f`, once it is there.
-fn grandchild(dir: &Path) -> i32 {
+/// The pid the tool wrote to `<dir>/f`, once it is there (as this process
+/// sees it: the tool wrote its pid in the server's tools PID namespace).
+fn grandchild(srv: &Server, dir: &Path) -> i32 {
     let f = dir.join("f");
     let mut pid = None;
     assert!(
@@ -46,7 +47,7 @@ fn grandchild(dir: &Path) -> i32 {
         }),
         "the tool did not write its grandchild's pid"
     );
-    let pid = pid.unwrap_or_default();
+    let pid = srv.host_pid(pid.unwrap_or_default());
     assert!(!os_dead(pid), "grandchild {pid} is not running");
     pid
 }
@@ -287,16 +288,27 @@ fn five_hundred_background_processes_at_once() {
     drop(w);
 }
 
-/// Wait (bounded) until `orphan` is gone from `/proc` and `server` has no
-/// zombie children left.
+/// Wait (bounded) until `orphan` (the pid a confined tool knows it by) is
+/// gone and `server` has no zombie children left. Where the server has a
+/// tools PID namespace (docs/watch.md), the orphan was that namespace's
+/// (reparented to its init, which the kernel reaps for): the namespace must
+/// be empty but for its init, and the init have no zombie children.
 fn assert_reaped(server: u32, orphan: i32) {
     let mut z = Vec::new();
+    let tools_ns = toolsrv_testkit::pids::tools_namespace(server);
     assert!(
         wait_until(WAIT, || {
             z = zombie_children(server);
-            !Path::new(&format!("/proc/{orphan}")).exists() && z.is_empty()
+            let gone = match tools_ns {
+                Some((_, init)) => {
+                    z.extend(zombie_children(init as u32));
+                    toolsrv_testkit::pids::in_tools_namespace(server).is_empty()
+                }
+                None => !Path::new(&format!("/proc/{orphan}")).exists(),
+            };
+            gone && z.is_empty()
         }),
-        "orphan {orphan} not reaped; zombie children of the server: {z:?}"
+        "orphan {orphan} not reaped; zombie children of the server or of the tools namespace's init: {z:?}"
     );
 }
 

@@ -48,3 +48,4 @@ mod sandbox_view;
 mod socket;
 mod syscall_budget;
 mod tools;
+mod watch;

@@ -37,6 +37,8 @@ pub const GOAL_VS_BARE: Target = Target::AtMost(1.3);
 pub const GOAL_SANDBOX: Target = Target::AtMost(1.15);
 /// Sandboxed call vs the same without containment (kernel groups, limits).
 pub const GOAL_CONTAINMENT: Target = Target::AtMost(1.15);
+/// Sandboxed call vs the same without the tools PID namespace.
+pub const GOAL_TOOLS_NS: Target = Target::AtMost(1.05);
 /// Sandboxed (and contained) call vs bare fork+exec+wait.
 pub const GOAL_SANDBOXED_VS_BARE: Target = Target::AtMost(1.3);
 
@@ -77,6 +79,10 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 "{}",
                 time_line(&k.sandboxed, &k.uncontained, Some(GOAL_CONTAINMENT))
             );
+            println!(
+                "{}   [ratio = with the tools PID namespace / without it]",
+                time_line(&k.sandboxed, &k.no_tools_ns, Some(GOAL_TOOLS_NS))
+            );
         }
         print_splits(&cpu0, &cpu1, 2 * (warmup + iters))?;
     }
@@ -108,6 +114,7 @@ struct Kind {
     yolo: Figure,
     sandboxed: Figure,
     uncontained: Figure,
+    no_tools_ns: Figure,
 }
 
 struct Figures {
@@ -143,6 +150,7 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
     let yolo = connect(&s.yolo, true, AGENT, TOOLS).await?;
     let sand = connect(&s.sandboxed, true, AGENT, TOOLS).await?;
     let bare_sand = connect(&s.uncontained, true, AGENT, TOOLS).await?;
+    let no_ns = connect(&s.no_tools_ns, true, AGENT, TOOLS).await?;
     let sh_argv: &[&str] = &["/bin/sh", "-c", "true"];
     let true_argv: &[&str] = &["/bin/true"];
     let sh_posix = PosixSpawn::new(sh_argv)?;
@@ -158,6 +166,10 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
             "call true_sh (sandboxed, no containment)",
             Op::Call(&bare_sand, &sh_req),
         ),
+        (
+            "call true_sh (sandboxed, no tools PID namespace)",
+            Op::Call(&no_ns, &sh_req),
+        ),
         ("bare Command /bin/true", Op::Command(true_argv)),
         ("bare posix_spawn /bin/true", Op::Posix(&true_posix)),
         ("call true_exec (--yolo)", Op::Call(&yolo, &exec_req)),
@@ -165,6 +177,10 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
         (
             "call true_exec (sandboxed, no containment)",
             Op::Call(&bare_sand, &exec_req),
+        ),
+        (
+            "call true_exec (sandboxed, no tools PID namespace)",
+            Op::Call(&no_ns, &exec_req),
         ),
     ];
     let mut figs = interleaved(&ops, warmup, iters, BLOCK).await?.into_iter();
@@ -176,6 +192,7 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
             yolo: next()?,
             sandboxed: next()?,
             uncontained: next()?,
+            no_tools_ns: next()?,
         },
         exec: Kind {
             command: next()?,
@@ -183,6 +200,7 @@ async fn measure(s: &Servers, warmup: usize, iters: usize) -> Result<Figures> {
             yolo: next()?,
             sandboxed: next()?,
             uncontained: next()?,
+            no_tools_ns: next()?,
         },
     })
 }

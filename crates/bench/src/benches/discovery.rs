@@ -52,6 +52,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             containment: None,
             extra: Vec::new(),
             view_off: false,
+            tools_pidns_off: false,
         },
     )?;
     for &flavour in &ctx.flavours {

@@ -18,28 +18,33 @@ pub struct Servers {
     pub sandboxed: ServerProcess,
     /// Sandboxed, without containment (`TOOLSRV_CONTAINMENT=none`).
     pub uncontained: ServerProcess,
+    /// Sandboxed, without the tools PID namespace (`TOOLSRV_TOOLS_PIDNS=off`).
+    pub no_tools_ns: ServerProcess,
 }
 
 impl Servers {
     /// Write the bench tools and start the three servers (authenticated).
     pub fn start(ctx: &Ctx) -> Result<Servers> {
         let tools = bench_tools_dir("toolsrv-bench-tools")?;
-        let opts = |yolo, containment| ServerOpts {
+        let opts = |yolo, containment, tools_pidns_off| ServerOpts {
             auth: true,
             yolo,
             tools: Some(tools.path().to_path_buf()),
             containment,
             extra: Vec::new(),
             view_off: false,
+            tools_pidns_off,
         };
-        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
-        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;
-        let uncontained = ServerProcess::start_with(&ctx.bin, &opts(false, Some("none")))?;
+        let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None, false))?;
+        let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None, false))?;
+        let uncontained = ServerProcess::start_with(&ctx.bin, &opts(false, Some("none"), false))?;
+        let no_tools_ns = ServerProcess::start_with(&ctx.bin, &opts(false, None, true))?;
         Ok(Servers {
             _tools: tools,
             yolo,
             sandboxed,
             uncontained,
+            no_tools_ns,
         })
     }
 }

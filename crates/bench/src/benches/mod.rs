@@ -16,6 +16,7 @@ pub mod remote;
 pub mod rtt;
 pub mod sandbox;
 pub mod startup;
+pub mod watch;
 
 /// What every bench gets from the command line and the environment.
 #[derive(Debug, Clone)]
@@ -75,6 +76,11 @@ pub const ALL: &[Bench] = &[
         name: "startup",
         about: "the first sandboxed call of a fresh server (its filesystem view), at once and after 500 ms, vs a warm call",
         run: startup::run,
+    },
+    Bench {
+        name: "watch",
+        about: "create -> event received (tools namespace, fanotify) and create -> quarantined, p50/p99, vs inotify",
+        run: watch::run,
     },
     Bench {
         name: "load",

@@ -64,6 +64,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             containment: None,
             extra: Vec::new(),
             view_off: true,
+            tools_pidns_off: false,
         },
     )?;
     let flavour = ctx.flavours[0];
@@ -200,6 +201,7 @@ async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
         containment: None,
         extra: vec!["--max-finished-output", "1GiB"],
         view_off: false,
+        tools_pidns_off: false,
     };
     let idle = ServerProcess::start_with(&ctx.bin, &opts)?;
     let loaded = ServerProcess::start_with(&ctx.bin, &opts)?;

@@ -51,13 +51,16 @@ fn run_ldd(exe: &Path) -> Vec<PathBuf> {
         tracing::debug!("ldd not found; shared libraries not added");
         return Vec::new();
     };
-    let output = match Command::new(ldd)
-        .arg("--")
-        .arg(exe)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-    {
+    // Not a tool: never born in the server's tools PID namespace, where its
+    // changes would be taken for a tool's (docs/watch.md).
+    let output = match toolsrv_watch::outside_tools_namespace(|| {
+        Command::new(ldd)
+            .arg("--")
+            .arg(exe)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+    }) {
         Ok(o) => o,
         Err(e) => {
             tracing::debug!(path = %exe.display(), error = %e, "ldd failed to run");

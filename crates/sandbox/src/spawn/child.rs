@@ -169,8 +169,9 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;
     // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
     // (In a new PID namespace the parent is outside it and reads as 0; the
-    // watchdog covers that window there.)
-    let parent = if args.join.new_pid_ns {
+    // watchdog covers that window there. In the tools PID namespace too; its
+    // init dies with the server, and every process of the namespace with it.)
+    let parent = if args.join.new_pid_ns || args.join.parent_outside_pid_ns {
         0
     } else {
         args.parent_pid

@@ -48,6 +48,12 @@ pub struct Join {
     pub new_pid_ns: bool,
     /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
     pub new_user_ns: bool,
+    /// The spawning thread's children are born in a PID namespace its
+    /// process is not in (the server's tools PID namespace, crate
+    /// `toolsrv-watch`): the child reads its parent's pid as 0, and a parent
+    /// that died before the parent-death signal was armed took that
+    /// namespace's init, and so the child, with it.
+    pub parent_outside_pid_ns: bool,
     /// With `new_user_ns`: the server's uid and gid, which the child maps to
     /// themselves in its new user namespace (CONTRACT §13: a tool sees its
     /// server's identity).
@@ -63,6 +69,7 @@ impl Default for Join {
             rlimits: [(-1, 0); 4],
             new_pid_ns: false,
             new_user_ns: false,
+            parent_outside_pid_ns: false,
             own_ids: None,
         }
     }

@@ -11,6 +11,9 @@ pub(super) struct Inherited {
     pub(super) userns: Option<String>,
     /// `TOOLSRV_VIEW`: `off` forces the Landlock-only fallback.
     pub(super) view: Option<String>,
+    /// `TOOLSRV_TOOLS_PIDNS`: `off` keeps confined runs out of a tools PID
+    /// namespace.
+    pub(super) tools_pidns: Option<String>,
     /// Whether a service manager passed the listening socket.
     pub(super) activated: bool,
 }
@@ -28,6 +31,7 @@ impl Inherited {
             containment: std::env::var(contain::FORCE_ENV).ok(),
             userns: std::env::var(identity::FORCE_ENV).ok(),
             view: std::env::var(view::FORCE_ENV).ok(),
+            tools_pidns: std::env::var(crate::watch::FORCE_ENV).ok(),
             // Safety: single-threaded (this function's precondition).
             activated: unsafe { take_socket_activation() },
         };

@@ -75,6 +75,12 @@ pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Contain
             View::LandlockOnly(why) => Err(why.clone()),
         },
         unconfined: config.yolo,
+        // Set once the watch is made (after the watchdog).
+        attribution: toolsrv_watch::Mechanism {
+            name: "none",
+            detail: "not set up yet".to_string(),
+        }
+        .into(),
     }
 }
 

@@ -26,6 +26,7 @@ pub(super) async fn open(
     watchdog: Option<Arc<Watchdog>>,
     containment: Arc<Containment>,
     identity: Identity,
+    watch: crate::watch::Watch,
     activated: bool,
 ) -> Result<(Arc<Server>, Bound, Signals), DaemonError> {
     let signals = Signals::install()?;
@@ -50,6 +51,7 @@ pub(super) async fn open(
     );
     log_containment(&containment);
     log_identity(&identity);
+    log_attribution(&watch);
     let best_effort = policy.current().general.best_effort;
     if !config.yolo {
         match &config.filesystem {
@@ -77,7 +79,8 @@ pub(super) async fn open(
             "authentication is off (--no-auth): any local client of this uid can run tools"
         );
     }
-    let server = Server::new(config, policy, watchdog, containment).map_err(DaemonError::Server)?;
+    let server =
+        Server::new(config, policy, watchdog, containment, watch).map_err(DaemonError::Server)?;
     Ok((server, bound, signals))
 }
 
@@ -99,4 +102,15 @@ fn log_containment(c: &Containment) {
 /// Says at startup which identity tools run under and why.
 fn log_identity(id: &Identity) {
     tracing::info!(target: LOG_TARGET, mode = %id.mode(), uid = id.uid(), gid = id.gid(), how = %id.summary(), "identity");
+}
+
+/// Says at startup how a tool's creations are told from anyone else's.
+fn log_attribution(watch: &crate::watch::Watch) {
+    let m = watch.mechanism();
+    let reader = watch.tools_ns().and_then(|ns| ns.reader_pid());
+    if m.name == "tools-pid-namespace" {
+        tracing::info!(target: LOG_TARGET, mechanism = m.name, reader, how = %m.detail, "creation attribution");
+    } else {
+        tracing::warn!(target: LOG_TARGET, mechanism = m.name, how = %m.detail, "creation attribution");
+    }
 }

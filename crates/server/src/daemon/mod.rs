@@ -111,12 +111,24 @@ impl Daemon {
         if let Err(e) = crate::reaper::become_subreaper() {
             tracing::error!(target: LOG_TARGET, error = %e, "cannot become a child subreaper");
         }
+        // After the watchdog (which must not hold the reader's socket): the
+        // tools PID namespace, its reader and the fanotify group, the
+        // quarantine.
+        let watch = crate::watch::Watch::start(
+            containment.mechanism(),
+            inherited.tools_pidns.as_deref(),
+            &crate::watch::state_dir(&config.listen),
+        );
+        if let Some(f) = &mut config.facts {
+            f.attribution = watch.mechanism().clone().into();
+        }
         let runtime = runtime::build()?;
         let (server, bound, signals) = runtime.block_on(listen::open(
             config,
             watchdog,
             containment,
             identity,
+            watch,
             inherited.activated,
         ))?;
         Ok(Daemon {

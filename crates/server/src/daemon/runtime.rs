@@ -13,7 +13,14 @@ pub(super) fn build() -> Result<tokio::runtime::Runtime, DaemonError> {
         b.worker_threads(workers);
         b
     };
-    builder.enable_all().build().map_err(DaemonError::Runtime)
+    // A new thread's children are born where its creator's are: a blocking
+    // thread started by a worker that joined the tools PID namespace would
+    // fork into it. Every runtime thread starts back in the server's own.
+    builder
+        .on_thread_start(toolsrv_watch::leave_for_children)
+        .enable_all()
+        .build()
+        .map_err(DaemonError::Runtime)
 }
 
 /// How many runtime worker threads to run: `TOKIO_WORKER_THREADS` when set

@@ -80,6 +80,8 @@ pub(crate) struct Executor {
     pub(crate) tracked: Arc<Tracked>,
     /// Kills tool process groups if toolsrv dies.
     watchdog: Option<Arc<Watchdog>>,
+    /// The tools PID namespace, the fanotify watcher and the quarantine.
+    pub(crate) watch: Arc<crate::watch::Watch>,
     /// The kernel groups that hold each run, and their limits.
     pub(crate) containment: Arc<Containment>,
     validators: Mutex<Vec<(Arc<Policy>, Arc<Validator>)>>,
@@ -109,11 +111,14 @@ impl Executor {
         abi_limit: Option<i32>,
         watchdog: Option<Arc<Watchdog>>,
         containment: Arc<Containment>,
+        watch: Arc<crate::watch::Watch>,
     ) -> std::io::Result<Executor> {
         let base_cwd = Arc::new(WorkDir::open(cwd).map_err(std::io::Error::other)?);
         let tracked = Arc::new(Tracked::default());
+        tracked.set_watch(watch.clone());
         Ok(Executor {
-            spawner: Spawner::new(tracked.clone(), watchdog.clone()),
+            spawner: Spawner::new(tracked.clone(), watchdog.clone(), watch.tools_ns().cloned()),
+            watch,
             tracked,
             watchdog,
             containment,

@@ -16,7 +16,19 @@
 //! when the current thread carries the filter, it is started by the
 //! [`unconfined`] thread instead, which never does. So is a confined tool
 //! whose policy allows what the shared filter refuses (`advanced.keyrings`):
-//! its child attaches a program of its own.
+//! its child attaches a program of its own; it is started by a second such
+//! thread, which carries no filter either but joins the tools PID namespace.
+//!
+//! Where the server has a tools PID namespace (`toolsrv_watch`, see
+//! docs/watch.md), a thread that starts a confined tool joins it for its
+//! children first (once per thread: `setns(CLONE_NEWPID)` changes only where
+//! that thread's children are born), so every process of every sandboxed run
+//! is in it; an unconfined tool is then started by the [`unconfined`]
+//! thread too, which never joins. A confined tool is never started outside
+//! the namespace: if it cannot be joined, the run fails. When the
+//! namespace's init died (the kernel then answers a fork into it with
+//! ENOMEM), the spawn waits up to [`REVIVE_WAIT`] for the new namespace the
+//! watch makes and is tried once more.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -25,6 +37,7 @@ use std::sync::Arc;
 use toolsrv_sandbox::confine::Confinement;
 use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnError, SpawnSpec};
 use toolsrv_sandbox::workdir::WorkDir;
+use toolsrv_watch::ToolsPidNs;
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
@@ -52,27 +65,42 @@ pub(crate) struct Job {
     pub(crate) view: Option<Arc<toolsrv_sandbox::view::View>>,
 }
 
+/// How long a confined spawn waits for a new tools PID namespace after the
+/// last one's init died.
+const REVIVE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Starts tools and keeps the books on them.
 pub(crate) struct Spawner {
     tracked: Arc<Tracked>,
     watchdog: Option<Arc<Watchdog>>,
+    /// The PID namespace confined tools are born in, if the server has one.
+    tools_ns: Option<ToolsPidNs>,
 }
 
 impl Spawner {
-    /// A spawner recording into `tracked` and announcing to `watchdog`.
-    pub(crate) fn new(tracked: Arc<Tracked>, watchdog: Option<Arc<Watchdog>>) -> Spawner {
+    /// A spawner recording into `tracked`, announcing to `watchdog` and
+    /// starting confined tools in `tools_ns`.
+    pub(crate) fn new(
+        tracked: Arc<Tracked>,
+        watchdog: Option<Arc<Watchdog>>,
+        tools_ns: Option<ToolsPidNs>,
+    ) -> Spawner {
         if let Err(e) = toolsrv_sandbox::spawn::preopen() {
             tracing::warn!(error = %e, "cannot open /dev/null now; each spawn will try again");
         }
         // Before any thread carries the filter: a thread inherits its
         // creator's seccomp filter.
         unconfined::start();
-        Spawner { tracked, watchdog }
+        Spawner {
+            tracked,
+            watchdog,
+            tools_ns,
+        }
     }
 
     /// Start `job` now, on this thread, without waiting for its `execve`. The
     /// job's reference to the pipe's write end is dropped on return.
-    pub(crate) fn spawn(&self, job: Job) -> Result<Child, SpawnError> {
+    pub(crate) fn spawn(&self, mut job: Job) -> Result<Child, SpawnError> {
         use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
         let unfiltered = job
             .confinement
@@ -81,31 +109,63 @@ impl Spawner {
         if unfiltered {
             // A policy that allows what the shared filter refuses (the
             // keyrings): its child attaches its own program, on a thread
-            // that carries none.
-            if thread_is_confined() {
-                let this = Spawner {
-                    tracked: self.tracked.clone(),
-                    watchdog: self.watchdog.clone(),
-                };
-                return unconfined::spawn(move || this.spawn_here(job));
+            // that carries none, and is still born in the tools namespace.
+            let tools_ns = self.tools_ns.clone();
+            if tools_ns.is_some() {
+                job.join.parent_outside_pid_ns = true;
             }
+            let this = Spawner {
+                tracked: self.tracked.clone(),
+                watchdog: self.watchdog.clone(),
+                tools_ns,
+            };
+            return unconfined::spawn_unfiltered(move || {
+                if let Some(ns) = &this.tools_ns {
+                    join_tools_ns(ns)?;
+                }
+                this.spawn_here(&job)
+            });
         } else if job.confinement.is_some() {
+            if let Some(ns) = &self.tools_ns {
+                join_tools_ns(ns)?;
+                job.join.parent_outside_pid_ns = true;
+            }
             if let Err(e) = confine_this_thread() {
                 // The child attaches the filter itself then, as before.
                 tracing::warn!(error = %e, "cannot attach the shared seccomp filter to this thread");
             }
-        } else if thread_is_confined() {
+        } else if thread_is_confined() || toolsrv_watch::joined_this_thread() {
             let this = Spawner {
                 tracked: self.tracked.clone(),
                 watchdog: self.watchdog.clone(),
+                tools_ns: None,
             };
-            return unconfined::spawn(move || this.spawn_here(job));
+            return unconfined::spawn(move || this.spawn_here(&job));
         }
-        self.spawn_here(job)
+        match self.spawn_here(&job) {
+            Err(SpawnError::Prepare {
+                step: "clone",
+                source,
+            }) if source.raw_os_error() == Some(libc::ENOMEM) && job.join.parent_outside_pid_ns => {
+                let revived = self.tools_ns.as_ref().map(|ns| ns.revive(REVIVE_WAIT));
+                match revived {
+                    Some(Ok(true)) => self.spawn_here(&job),
+                    Some(Err(e)) => Err(SpawnError::Prepare {
+                        step: "entering the tools PID namespace",
+                        source: std::io::Error::other(e),
+                    }),
+                    _ => Err(SpawnError::Prepare {
+                        step: "clone",
+                        source,
+                    }),
+                }
+            }
+            r => r,
+        }
     }
 
     /// Start `job` on this thread.
-    fn spawn_here(&self, job: Job) -> Result<Child, SpawnError> {
+    fn spawn_here(&self, job: &Job) -> Result<Child, SpawnError> {
         let spec = SpawnSpec {
             program: &job.program,
             argv: &job.argv,
@@ -127,6 +187,24 @@ impl Spawner {
     }
 }
 
+/// This thread's children are born in `ns` from now on; while a new
+/// namespace replaces a dead one, waits for it (up to [`REVIVE_WAIT`]).
+fn join_tools_ns(ns: &ToolsPidNs) -> Result<(), SpawnError> {
+    let failed = |e: toolsrv_watch::PidNsError| SpawnError::Prepare {
+        step: "entering the tools PID namespace",
+        source: std::io::Error::other(e),
+    };
+    match ns.enter_for_children() {
+        Ok(()) => Ok(()),
+        Err(toolsrv_watch::PidNsError::Gone(_)) => match ns.revive(REVIVE_WAIT) {
+            Ok(true) => Ok(()),
+            Ok(false) => ns.enter_for_children().map_err(failed),
+            Err(e) => Err(failed(e)),
+        },
+        Err(e) => Err(failed(e)),
+    }
+}
+
 /// The thread that starts unconfined tools once worker threads carry the
 /// confined runs' seccomp filter. It lives as long as the server (the
 /// parent-death signal of what it starts is tied to it).
@@ -140,36 +218,40 @@ mod unconfined {
     type Work = Box<dyn FnOnce() -> Result<Child, SpawnError> + Send>;
     type Queue = Mutex<mpsc::Sender<(Work, mpsc::SyncSender<Result<Child, SpawnError>>)>>;
 
-    static QUEUE: OnceLock<Queue> = OnceLock::new();
+    /// The thread for unconfined tools (never in the tools namespace).
+    static OUTSIDE: OnceLock<Queue> = OnceLock::new();
+    /// The thread for confined tools whose policy needs no shared filter
+    /// (it joins the tools namespace when its work asks).
+    static UNFILTERED: OnceLock<Queue> = OnceLock::new();
 
-    /// Starts the thread (once). Call it before any thread of the server
+    /// Starts both threads (once). Call it before any thread of the server
     /// carries the filter: a new thread inherits its creator's.
     pub(super) fn start() {
-        queue();
+        queue(&OUTSIDE, "toolsrv-unconfined");
+        queue(&UNFILTERED, "toolsrv-unfiltered");
     }
 
-    fn queue() -> &'static Queue {
-        QUEUE.get_or_init(|| {
+    fn queue(cell: &'static OnceLock<Queue>, name: &str) -> &'static Queue {
+        cell.get_or_init(|| {
             let (tx, rx) = mpsc::channel::<(Work, mpsc::SyncSender<Result<Child, SpawnError>>)>();
-            let started = std::thread::Builder::new()
-                .name("toolsrv-unconfined".into())
-                .spawn(move || {
-                    for (work, reply) in rx {
-                        let _ = reply.send(work());
-                    }
-                });
+            let started = std::thread::Builder::new().name(name.into()).spawn(move || {
+                for (work, reply) in rx {
+                    let _ = reply.send(work());
+                }
+            });
             if let Err(e) = started {
-                tracing::error!(error = %e, "cannot start the thread for unconfined tools");
+                tracing::error!(error = %e, thread = name, "cannot start a thread for tools that need one without the shared filter");
             }
             Mutex::new(tx)
         })
     }
 
-    /// Runs `work` on the unconfined thread and waits for its result.
-    pub(super) fn spawn(
+    fn run_on(
+        cell: &'static OnceLock<Queue>,
+        name: &str,
         work: impl FnOnce() -> Result<Child, SpawnError> + Send + 'static,
     ) -> Result<Child, SpawnError> {
-        let queue = queue();
+        let queue = queue(cell, name);
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         let gone = || SpawnError::Prepare {
             step: "unconfined spawner thread",
@@ -180,5 +262,20 @@ mod unconfined {
             .send((Box::new(work), reply_tx))
             .map_err(|_| gone())?;
         reply_rx.recv().map_err(|_| gone())?
+    }
+
+    /// Runs `work` on the unconfined thread and waits for its result.
+    pub(super) fn spawn(
+        work: impl FnOnce() -> Result<Child, SpawnError> + Send + 'static,
+    ) -> Result<Child, SpawnError> {
+        run_on(&OUTSIDE, "toolsrv-unconfined", work)
+    }
+
+    /// Runs `work` on the thread without the shared filter that joins the
+    /// tools namespace, and waits for its result.
+    pub(super) fn spawn_unfiltered(
+        work: impl FnOnce() -> Result<Child, SpawnError> + Send + 'static,
+    ) -> Result<Child, SpawnError> {
+        run_on(&UNFILTERED, "toolsrv-unfiltered", work)
     }
 }

@@ -104,8 +104,14 @@ impl Harness {
         configure(&mut config);
         let tools_dir = config.tools_dir.clone();
         let containment = Arc::new(Containment::start(Some("none")));
-        let server = Server::new(config, PolicyStore::embedded_default(), None, containment)
-            .expect("the server starts");
+        let server = Server::new(
+            config,
+            PolicyStore::embedded_default(),
+            None,
+            containment,
+            crate::watch::Watch::none(),
+        )
+        .expect("the server starts");
         let root = crate::namespace::spec(&server);
         Harness {
             server,

@@ -369,7 +369,7 @@ fn a_tool_can_neither_read_nor_write_the_servers_own_files_under_its_cwd() {
         "echo ok > work/ok.txt && cat work/ok.txt && echo top > top.txt && rm top.txt && ls";
     assert_eq!(
         ok_text(&f.sh(script)),
-        "ok\ncfg\nserver.log\ntoolsrv.sock\ntoolsrv.sock.secret\nwork\n"
+        "ok\ncfg\nserver.log\ntoolsrv.sock\ntoolsrv.sock.secret\ntoolsrv.sock.state\nwork\n"
     );
     let log = f.srv.log_text();
     assert!(log.contains("filesystem view built"), "{log}");
