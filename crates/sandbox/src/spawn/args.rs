@@ -21,6 +21,7 @@ pub(super) struct ChildStrings<'a> {
     pub(super) cwd: &'a CStr,
     pub(super) cwd_fd: RawFd,
     pub(super) mount_ns: RawFd,
+    pub(super) user_ns: RawFd,
 }
 
 /// The child's argument block, pointing at `strings`, the descriptors and the
@@ -41,6 +42,11 @@ pub(super) fn child_args(
         cwd: strings.cwd.as_ptr(),
         cwd_fd: strings.cwd_fd,
         mount_ns: strings.mount_ns,
+        user_ns: if join.new_user_ns {
+            -1
+        } else {
+            strings.user_ns
+        },
         stdin,
         output,
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),

@@ -6,14 +6,20 @@
 //! descriptors: the namespace and the workspace opened inside it.
 //!
 //! Nothing is created on the host: the skeleton exists only in the view.
+//!
+//! With the tools' user namespace (a root server's, `crate::identity::tools`)
+//! the binds and holes marked `id_map` get its id maps on their detached
+//! clones, before they are attached ([`id_map`]).
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::plan::{Bind, Cover, Hole, Plan, Skel};
 use super::sys;
-use super::ViewError;
+use super::{IdMapped, ViewError};
+use crate::identity::ToolNamespace;
 use crate::workdir::WorkDir;
 
 /// What the build thread hands back.
@@ -22,14 +28,17 @@ pub(crate) struct Built {
     pub(crate) ns: OwnedFd,
     /// The workspace, opened inside the view.
     pub(crate) workspace: WorkDir,
+    /// The binds and holes that wanted the id maps and did not get them whole.
+    pub(crate) not_id_mapped: Vec<(PathBuf, IdMapped)>,
 }
 
-/// Builds the view of `plan` on a new thread and waits for it.
-pub(crate) fn build(plan: &Plan) -> Result<Built, ViewError> {
+/// Builds the view of `plan` on a new thread and waits for it; `tools`:
+/// the tools' user namespace, whose id maps the binds marked for them get.
+pub(crate) fn build(plan: &Plan, tools: Option<Arc<ToolNamespace>>) -> Result<Built, ViewError> {
     let plan = plan.clone();
     std::thread::Builder::new()
         .name("toolsrv-view".into())
-        .spawn(move || build_here(&plan))
+        .spawn(move || build_here(&plan, tools.as_deref()))
         .map_err(|e| ViewError::Step {
             step: "thread",
             path: PathBuf::new(),
@@ -81,8 +90,31 @@ fn rel(p: &Path) -> PathBuf {
     }
 }
 
+/// The tools' id maps on the detached clone `fd`: on the whole tree, else
+/// on its own mount only (a mount of another file system beneath it takes
+/// none: that one stays plain), else none (a plain bind: the file system
+/// takes no id maps, e.g. NFS, or the mount has id maps already).
+pub(crate) fn id_map(fd: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> IdMapped {
+    match sys::set_id_map(fd, userns, true) {
+        Ok(()) => IdMapped::Whole,
+        Err(whole) => match sys::set_id_map(fd, userns, false) {
+            Ok(()) => IdMapped::TopOnly(whole.to_string()),
+            Err(e) => IdMapped::No(e.to_string()),
+        },
+    }
+}
+
 /// The build proper, on the thread that leaves the server's namespace.
-pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
+pub(crate) fn build_here(plan: &Plan, tools: Option<&ToolNamespace>) -> Result<Built, ViewError> {
+    let mut not_id_mapped = Vec::new();
+    let mut map = |fd: BorrowedFd<'_>, wants: bool, path: &Path| {
+        if let (true, Some(t)) = (wants, tools) {
+            match id_map(fd, t.fd()) {
+                IdMapped::Whole => {}
+                other => not_id_mapped.push((path.to_path_buf(), other)),
+            }
+        }
+    };
     let root = Path::new("/");
     sys::unshare_mounts().map_err(step("unshare", root))?;
     sys::make_slave().map_err(step("make / a slave mount", root))?;
@@ -93,7 +125,10 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
     for b in &plan.binds {
         match sys::clone_tree(&b.path, true) {
-            Ok(fd) => clones.push((b, fd)),
+            Ok(fd) => {
+                map(fd.as_fd(), b.id_map, &b.path);
+                clones.push((b, fd))
+            }
             Err(e) if gone(&e) => {}
             Err(e) => return Err(step("clone a rule path", &b.path)(e)),
         }
@@ -104,7 +139,10 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
         if let Cover::HideDir(_, holes) = c {
             for h in holes {
                 match sys::clone_tree(&h.path, true) {
-                    Ok(fd) => v.push((h.clone(), fd)),
+                    Ok(fd) => {
+                        map(fd.as_fd(), h.id_map, &h.path);
+                        v.push((h.clone(), fd))
+                    }
                     Err(e) if gone(&e) => {}
                     Err(e) => return Err(step("clone a rule inside a hidden path", &h.path)(e)),
                 }
@@ -182,7 +220,11 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
         path: plan.workspace.clone(),
         source: io::Error::other(e.to_string()),
     })?;
-    Ok(Built { ns, workspace })
+    Ok(Built {
+        ns,
+        workspace,
+        not_id_mapped,
+    })
 }
 
 /// Makes one skeleton entry in the root tmpfs `root` (its parents exist).
@@ -237,11 +279,13 @@ fn hide_dir(p: &Path, holes: Vec<(Hole, OwnedFd)>) -> io::Result<()> {
     sys::seal(fs.as_fd())
 }
 
-/// A sealed detached tmpfs holding one empty file `empty` (mode 0400).
+/// A sealed detached tmpfs holding one empty file `empty` (mode 0444: it
+/// reads as empty to every tool, one of a root server's tools in their own
+/// user namespace included, which is not its owner).
 fn empty_file() -> Result<OwnedFd, ViewError> {
     let root = Path::new("empty");
     let fs = sys::detached_tmpfs().map_err(step("make a tmpfs", root))?;
-    sys::create_at(fs.as_fd(), root, 0o400).map_err(step("make the empty file", root))?;
+    sys::create_at(fs.as_fd(), root, 0o444).map_err(step("make the empty file", root))?;
     sys::seal(fs.as_fd()).map_err(step("seal the tmpfs", root))?;
     Ok(fs)
 }

@@ -38,6 +38,7 @@ use std::sync::Arc;
 pub use plan::{links_along, Link, Plan, RulePaths};
 pub use protected::{Entry, Kind, ProtectedSet, ServerFiles, Sources};
 
+use crate::identity::ToolNamespace;
 use crate::workdir::WorkDir;
 
 /// The server environment variable that forces the Landlock-only fallback
@@ -85,7 +86,7 @@ impl Mechanism {
                     workspace: PathBuf::from("/"),
                     ..Plan::default()
                 };
-                build::build_here(&plan).map(drop)
+                build::build_here(&plan, None).map(drop)
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -97,6 +98,26 @@ impl Mechanism {
             Ok(()) => Mechanism::MountNamespace,
             Err(e) => Mechanism::LandlockOnly(format!("no mount namespace can be made: {e}")),
         }
+    }
+}
+
+/// Whether the file system of `path` takes the id maps of `tools` (a
+/// writable rule there gets them, `plan::Bind::id_map`): tried on a detached
+/// clone of its mount (with the mounts beneath it, then alone), which is
+/// dropped; changes nothing. `Err` says why not, or what beneath it refuses.
+pub fn id_maps_available(path: &std::path::Path, tools: &ToolNamespace) -> Result<(), String> {
+    let fd = sys::clone_tree(path, true)
+        .map_err(|e| format!("cannot clone the mount of {}: {e}", path.display()))?;
+    match build::id_map(fd.as_fd(), tools.fd()) {
+        IdMapped::Whole => Ok(()),
+        IdMapped::TopOnly(why) => Err(format!(
+            "{} takes them, a mount beneath it does not ({why}): that mount stays plain",
+            path.display()
+        )),
+        IdMapped::No(why) => Err(format!(
+            "the file system of {} takes no id-mapped mounts ({why})",
+            path.display()
+        )),
     }
 }
 
@@ -115,20 +136,40 @@ pub enum ViewError {
     },
 }
 
+/// How a bind that wanted the tools' id maps (`plan::Bind::id_map`) got them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdMapped {
+    /// On its mount and every mount beneath it.
+    Whole,
+    /// On its own mount; the mounts beneath it (other file systems) refused
+    /// them (why) and are plain binds.
+    TopOnly(String),
+    /// None: a plain bind (why): tools work there as the unprivileged host
+    /// ids they are (`identity::tools`), and what they make there is owned by
+    /// those ids on the host.
+    No(String),
+}
+
 /// A built view: its namespace (alive as long as this value), the workspace
-/// opened inside it, and what it protects.
+/// opened inside it, what it protects, and the tools' user namespace its
+/// id-mapped binds were made with (which its runs join).
 #[derive(Debug)]
 pub struct View {
     ns: OwnedFd,
     workspace: Arc<WorkDir>,
     set: ProtectedSet,
     plan: Plan,
+    tools: Option<Arc<ToolNamespace>>,
+    not_id_mapped: Vec<(PathBuf, IdMapped)>,
 }
 
 impl View {
     /// Builds the view of `sources.rules` protecting what `sources` name.
-    /// `extra` entries (root-only files, `rootonly`) are protected too but
-    /// not part of [`View::protected`], which the rescan compares.
+    /// `extra` entries (root-only files, `rootonly`: only where a root
+    /// server's tools run as root) are protected too but not part of
+    /// [`View::protected`], which the rescan compares. Where the tools' user
+    /// namespace is in force (`identity::tools::in_force`), the binds that
+    /// need them get its id maps, and the view's runs join it.
     pub fn build(sources: &Sources, extra: &[Entry]) -> Result<View, ViewError> {
         let set = ProtectedSet::gather(sources);
         let mut planned = set.clone();
@@ -144,13 +185,46 @@ impl View {
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
         let plan = Plan::new(&planned, &sources.rules, &shown, &sources.workspace);
-        let built = build::build(&plan)?;
+        let tools = crate::identity::tools::in_force().cloned();
+        let built = build::build(&plan, tools.clone())?;
+        if !built.not_id_mapped.is_empty() {
+            let list = built
+                .not_id_mapped
+                .iter()
+                .map(|(p, how)| match how {
+                    IdMapped::TopOnly(why) => {
+                        format!("{} (not the mounts beneath it: {why})", p.display())
+                    }
+                    IdMapped::No(why) => format!("{} ({why})", p.display()),
+                    IdMapped::Whole => p.display().to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            tracing::warn!(
+                paths = %list,
+                base = tools.as_ref().map_or(0, |t| t.base()),
+                "filesystem view: binds without the tools' id maps (their file systems refuse them): tools work there as the unprivileged host ids they are, so they write only what those ids may, and what they make there is owned by them on the host"
+            );
+        }
         Ok(View {
             ns: built.ns,
             workspace: Arc::new(built.workspace),
             set,
             plan,
+            tools,
+            not_id_mapped: built.not_id_mapped,
         })
+    }
+
+    /// The tools' user namespace the view's confined runs join (`setns`
+    /// after entering the view), when a root server's tools run in one.
+    pub fn user_ns(&self) -> Option<BorrowedFd<'_>> {
+        self.tools.as_deref().map(ToolNamespace::fd)
+    }
+
+    /// The binds that wanted the tools' id maps and did not get them whole.
+    pub fn not_id_mapped(&self) -> &[(PathBuf, IdMapped)] {
+        &self.not_id_mapped
     }
 
     /// The view's mount namespace (for `setns` in the child).
