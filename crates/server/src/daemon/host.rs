@@ -85,6 +85,9 @@ pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Contain
         identity: id.mode(),
         ids: (id.uid(), id.gid()),
         identity_reason: id.reason().map(str::to_string),
+        tool_ids: id
+            .tools()
+            .map(|t| toolsrv_sandbox::doctor::ToolIds::of(t, &config.cwd)),
         filesystem_view: match &config.filesystem {
             View::MountNamespace => Ok(()),
             View::LandlockOnly(why) => Err(why.clone()),
