@@ -47,3 +47,4 @@ mod sandbox_view;
 mod socket;
 mod syscall_budget;
 mod tools;
+mod unprivileged;
