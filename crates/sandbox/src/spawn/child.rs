@@ -92,6 +92,9 @@ pub(crate) struct ChildArgs {
     pub(crate) mount_ns: c_int,
     /// A user namespace to enter after `mount_ns` as its uid and gid 0, or -1.
     pub(crate) user_ns: c_int,
+    /// With `user_ns`: whether the parent is dumpable, which the change of
+    /// credentials undoes for the memory the child shares with it.
+    pub(crate) parent_dumpable: bool,
     pub(crate) stdin: c_int,
     pub(crate) output: c_int,
     /// Landlock ruleset descriptor, or -1.
@@ -166,6 +169,12 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
         // that need real root (the groups, the view). Before the death
         // signal, which any change of credentials clears.
         become_tool_root(args.user_ns).at(Stage::ToolIdentity)?;
+        if args.parent_dumpable {
+            // The kernel marked the memory this child shares with the server
+            // (until `execve`) not dumpable as its credentials changed: the
+            // server's own. The tool's is set again by `execve`.
+            sys::set_dumpable().at(Stage::ToolIdentity)?;
+        }
     }
     lead_own_group(args).at(Stage::ProcessGroup)?;
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;

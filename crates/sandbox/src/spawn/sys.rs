@@ -165,6 +165,17 @@ pub(crate) unsafe fn chdir(path: *const c_char) -> Result<(), Errno> {
     result(unsafe { call(libc::SYS_chdir, [path as c_long, 0, 0, 0, 0, 0]) }).map(drop)
 }
 
+/// `prctl(PR_SET_DUMPABLE, 1)`: the memory this process runs on (until
+/// `execve`, the spawning server's) may be dumped and traced by its owner.
+#[inline(always)]
+pub(crate) fn set_dumpable() -> Result<(), Errno> {
+    integers(
+        libc::SYS_prctl,
+        [c_long::from(libc::PR_SET_DUMPABLE), 1, 0, 0, 0, 0],
+    )
+    .map(drop)
+}
+
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
 #[inline(always)]
 pub(crate) fn set_no_new_privs() -> Result<(), Errno> {
