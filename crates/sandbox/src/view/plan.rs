@@ -518,6 +518,88 @@ mod tests {
     }
 
     #[test]
+    fn binds_that_need_the_tools_id_maps_are_marked_and_bound_on_their_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_t, r) = tree();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        for d in ["w", "etc", "private", "tools"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        mode(&r.join("private"), 0o700);
+        for (f, m) in [("etc/open", 0o644), ("etc/key", 0o600), ("etc/prog", 0o744)] {
+            std::fs::write(r.join(f), "").unwrap();
+            mode(&r.join(f), m);
+        }
+        let rules = RulePaths {
+            writable: vec![r.join("w"), PathBuf::from("/dev/null")],
+            readable: vec![
+                r.join("etc"),
+                r.join("etc/open"),
+                r.join("etc/key"),
+                r.join("etc/prog"),
+                r.join("private"),
+            ],
+            links: Vec::new(),
+        };
+        let b: Vec<(PathBuf, bool, bool)> = binds(&rules, &[r.join("tools"), r.join("etc")])
+            .into_iter()
+            .map(|b| (b.path, b.writable, b.id_map))
+            .collect();
+        let has = |p: PathBuf, w: bool, m: bool| assert!(b.contains(&(p, w, m)), "{b:?}");
+        has(PathBuf::from(PROC), false, false);
+        // A device anyone may read and write: no id maps.
+        has(PathBuf::from("/dev/null"), true, false);
+        has(r.join("w"), true, true);
+        // A tools directory, even one named by a rule too.
+        has(r.join("tools"), false, true);
+        has(r.join("etc"), false, true);
+        // A root-only directory named by a rule.
+        has(r.join("private"), false, true);
+        // Inside the read-only bind of /etc (mapped here as a tools
+        // directory too), nothing is bound again.
+        assert!(
+            !b.iter()
+                .any(|(p, _, _)| p.starts_with(r.join("etc")) && *p != r.join("etc")),
+            "{b:?}"
+        );
+        // Without the tools' mapping of /etc: the files others may not read
+        // (or run) get binds of their own, with the id maps.
+        let b: Vec<(PathBuf, bool, bool)> = binds(&rules, &[])
+            .into_iter()
+            .map(|b| (b.path, b.writable, b.id_map))
+            .collect();
+        let has = |p: PathBuf, w: bool, m: bool| assert!(b.contains(&(p, w, m)), "{b:?}");
+        has(r.join("etc"), false, false);
+        has(r.join("etc/key"), false, true);
+        has(r.join("etc/prog"), false, true);
+        assert!(!b.iter().any(|(p, _, _)| *p == r.join("etc/open")), "{b:?}");
+    }
+
+    #[test]
+    fn skeleton_directories_can_be_passed_through_by_anyone() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_t, r) = tree();
+        std::fs::create_dir_all(r.join("home/u/.cargo")).unwrap();
+        std::fs::set_permissions(r.join("home/u"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let rules = RulePaths {
+            readable: vec![r.join("home/u/.cargo")],
+            ..RulePaths::default()
+        };
+        let plan = Plan::new(&ProtectedSet::default(), &rules, &[], &r);
+        let home = plan
+            .skeleton
+            .iter()
+            .find_map(|s| match s {
+                Skel::Dir { path, mode, .. } if *path == r.join("home/u") => Some(*mode),
+                _ => None,
+            })
+            .expect("home/u in the skeleton");
+        assert_eq!(home, 0o755);
+    }
+
+    #[test]
     fn the_skeleton_leads_to_each_bind_and_keeps_links_outside_them() {
         let (_t, r) = tree();
         std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
