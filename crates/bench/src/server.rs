@@ -66,6 +66,9 @@ pub struct ServerOpts {
     /// `TOOLSRV_VIEW=off`: no filesystem view, Landlock carving only (the
     /// figure without the view's protection).
     pub view_off: bool,
+    /// `TOOLSRV_USERNS` for the server (`Some("root")`: a root server's tools
+    /// run as root, the figure before they ran in their own user namespace).
+    pub userns: Option<&'static str>,
 }
 
 impl ServerProcess {
@@ -106,6 +109,10 @@ impl ServerProcess {
             Some(c) => launch.env("TOOLSRV_CONTAINMENT", c),
             None => launch.env_remove("TOOLSRV_CONTAINMENT"),
         };
+        launch = match opts.userns {
+            Some(u) => launch.env("TOOLSRV_USERNS", u),
+            None => launch.env_remove("TOOLSRV_USERNS"),
+        };
         Ok(ServerProcess {
             server: launch.try_start()?,
         })
@@ -131,6 +138,11 @@ impl ServerProcess {
     /// The server's OS pid.
     pub fn pid(&self) -> u32 {
         self.server.pid()
+    }
+
+    /// Its log so far.
+    pub fn log_text(&self) -> String {
+        self.server.log_text()
     }
 }
 

@@ -52,6 +52,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             containment: None,
             extra: Vec::new(),
             view_off: false,
+            userns: None,
         },
     )?;
     for &flavour in &ctx.flavours {

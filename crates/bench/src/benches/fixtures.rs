@@ -31,6 +31,7 @@ impl Servers {
             containment,
             extra: Vec::new(),
             view_off: false,
+            userns: None,
         };
         let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None))?;
         let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None))?;
