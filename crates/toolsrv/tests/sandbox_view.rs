@@ -1,7 +1,9 @@
 //! The filesystem view (CONTRACT §13, issue 24) over the socket: each test is
 //! an attack a sandboxed tool makes, against the real binary and kernel. The
-//! tests run as root, so DAC refuses nothing: each refusal is the view's
-//! (EROFS: read-only mount; EBUSY: a mount point) or Landlock's (EACCES).
+//! tests run as root, and in the workspace (an id-mapped writable rule) a
+//! root server's tools are its owners (docs/containment.md, "A root server's
+//! tools"), so DAC refuses nothing there: each refusal is the view's (EROFS:
+//! read-only mount; EBUSY: a mount point) or Landlock's (EACCES).
 //!
 //! Without the view (`TOOLSRV_VIEW=off`, or the code before issue 24) the
 //! attacks of the first tests succeed: Landlock has no right for metadata,

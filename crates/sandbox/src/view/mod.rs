@@ -12,7 +12,10 @@
 //! sockets under read-only rules are masked, and the directories between a
 //! writable bind and a protected path are pinned (bound onto themselves) so
 //! that none can be renamed away. Landlock then grants each rule whole: no
-//! carving. Nothing is created on the host.
+//! carving. Nothing is created on the host. Where a root server's tools run
+//! in a user namespace of their own (`crate::identity::tools`), the binds
+//! that need it get that namespace's id maps (`plan::Bind::id_map`), and the
+//! view's runs join it ([`View::user_ns`]).
 //!
 //! - [`protected`]: the protected set and where it comes from;
 //! - [`glob`]: `deny_read` / `deny_write` globs;
