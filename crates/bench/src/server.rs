@@ -69,6 +69,9 @@ pub struct ServerOpts {
     /// `TOOLSRV_TOOLS_PIDNS=off`: confined runs stay in the server's own PID
     /// namespace (the figure without the tools PID namespace).
     pub tools_pidns_off: bool,
+    /// `TOOLSRV_USERNS` for the server (`Some("root")`: a root server's tools
+    /// run as root, the figure before they ran in their own user namespace).
+    pub userns: Option<&'static str>,
 }
 
 impl ServerProcess {
@@ -114,6 +117,10 @@ impl ServerProcess {
             Some(c) => launch.env("TOOLSRV_CONTAINMENT", c),
             None => launch.env_remove("TOOLSRV_CONTAINMENT"),
         };
+        launch = match opts.userns {
+            Some(u) => launch.env("TOOLSRV_USERNS", u),
+            None => launch.env_remove("TOOLSRV_USERNS"),
+        };
         Ok(ServerProcess {
             server: launch.try_start()?,
         })
@@ -139,6 +146,11 @@ impl ServerProcess {
     /// The server's OS pid.
     pub fn pid(&self) -> u32 {
         self.server.pid()
+    }
+
+    /// Its log so far.
+    pub fn log_text(&self) -> String {
+        self.server.log_text()
     }
 }
 

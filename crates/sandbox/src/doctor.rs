@@ -39,8 +39,12 @@ pub struct Facts {
     pub identity: Mode,
     /// The server's (and its tools') uid and gid.
     pub ids: (u32, u32),
-    /// Why the server is not in its own user namespace (not root, not in one).
+    /// Why the server is not in its own user namespace (not root, not in
+    /// one), or why a root server's tools run as root.
     pub identity_reason: Option<String>,
+    /// A root server's tools in their own user namespace
+    /// ([`Mode::RootToolNamespace`]): their host ids.
+    pub tool_ids: Option<ToolIds>,
     /// Whether the filesystem view (a mount namespace, CONTRACT §13) is in
     /// use, or why the Landlock-only fallback is.
     pub filesystem_view: Result<(), String>,
@@ -61,19 +65,48 @@ impl From<toolsrv_watch::Mechanism> for Mechanism {
     }
 }
 
+/// The host ids of a root server's tools (in their own user namespace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolIds {
+    /// The host uid and gid of tool uid and gid 0.
+    pub base: u32,
+    /// How many ids are mapped from `base`.
+    pub count: u32,
+    /// Whether the workspace's file system takes the id-mapped mounts its
+    /// writable rules are bound through (`view::id_maps_available`).
+    pub workspace_id_maps: Result<(), String>,
+}
+
+impl ToolIds {
+    /// The facts of `tools` with `workspace` (the server's `--cwd`) probed.
+    pub fn of(tools: &identity::ToolNamespace, workspace: &std::path::Path) -> ToolIds {
+        ToolIds {
+            base: tools.base(),
+            count: tools.count(),
+            workspace_id_maps: crate::view::id_maps_available(workspace, tools),
+        }
+    }
+}
+
 impl Facts {
     /// The facts of a server started now on this host with the same
     /// environment: `force_containment`, `force_userns` and
     /// `force_tools_pidns` are the values of `TOOLSRV_CONTAINMENT`,
-    /// `TOOLSRV_USERNS` and `TOOLSRV_TOOLS_PIDNS`. Changes nothing (the
-    /// namespace probes run in a throwaway child process).
+    /// `TOOLSRV_USERNS` and `TOOLSRV_TOOLS_PIDNS`; its workspace would be
+    /// the current directory. Changes nothing (the namespace probes run in a
+    /// throwaway child process; the id maps are tried on a detached clone).
     pub fn host(
         force_containment: Option<&str>,
         force_userns: Option<&str>,
         force_tools_pidns: Option<&str>,
     ) -> Facts {
         let id = identity::probe(force_userns);
-        let may_create = matches!(id.mode, Mode::Root | Mode::OwnNamespace);
+        let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+        let tool_ids = id.tools.as_deref().map(|t| ToolIds::of(t, &cwd));
+        let may_create = matches!(
+            id.mode,
+            Mode::Root | Mode::RootToolNamespace | Mode::OwnNamespace
+        );
         let containment = crate::contain::probe(force_containment, may_create);
         let attribution = toolsrv_watch::probe(
             containment.mechanism.starts_with("pid-namespace"),
@@ -88,6 +121,7 @@ impl Facts {
             identity: id.mode,
             ids: sys::effective_ids(),
             identity_reason: id.reason,
+            tool_ids,
             filesystem_view: id.mount_namespace,
             unconfined: false,
             attribution,
@@ -130,6 +164,23 @@ fn own_namespace_fix(reason: Option<&str>) -> String {
         "start the server with equal real, effective and saved ids (not through a set-user-ID wrapper)".to_string()
     } else {
         identity::user_namespace_fix()
+    }
+}
+
+/// What would let a root server run its tools in their own user namespace,
+/// given why it does not (`Identity::reason`).
+fn tools_namespace_fix(reason: Option<&str>) -> String {
+    let reason = reason.unwrap_or_default();
+    if reason.starts_with(identity::FORCE_ENV) {
+        format!("unset {} (or set it to `own`)", identity::FORCE_ENV)
+    } else if reason.contains("is free of") {
+        "free a range of 65536 ids between 2013265920 and 2147352575 in /etc/subuid, /etc/subgid, /etc/passwd and /etc/group".to_string()
+    } else if std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .is_ok_and(|s| s.trim() == "0")
+    {
+        "sysctl user.max_user_namespaces=15000".to_string()
+    } else {
+        "let the server make a user namespace (clone(CLONE_NEWUSER): user.max_user_namespaces above 0, a container runtime or seccomp profile that allows it)".to_string()
     }
 }
 
@@ -230,15 +281,34 @@ pub struct Containment {
 /// The identity tools run under.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdentityFacts {
-    /// `root`, `own-user-namespace` or `per-run-user-namespace`.
+    /// `root`, `root-tools-user-namespace`, `own-user-namespace` or
+    /// `per-run-user-namespace`.
     pub mode: String,
-    /// The tools' uid (the server's).
+    /// The tools' uid as they see it (the server's).
     pub uid: u32,
-    /// The tools' gid (the server's).
+    /// The tools' gid as they see it (the server's).
     pub gid: u32,
     /// Why the server is not in its own user namespace, if it is not root
-    /// and not in one.
+    /// and not in one; why a root server's tools run as root.
     pub reason: Option<String>,
+    /// A root server's confined tools in their own user namespace: the host
+    /// ids they run as (`null`: tools run with the server's ids).
+    #[serde(default)]
+    pub tools: Option<ToolIdsFacts>,
+}
+
+/// The host ids of a root server's tools (`identity.tools`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolIdsFacts {
+    /// The host uid of tool uid 0 (what the host sees them as).
+    pub host_uid: u32,
+    /// The host gid of tool gid 0.
+    pub host_gid: u32,
+    /// How many ids are mapped (tool ids `0..count`).
+    pub count: u32,
+    /// Whether the workspace's file system takes id-mapped mounts, through
+    /// which tools write its files as root did.
+    pub workspace_id_maps: Item,
 }
 
 /// A named mechanism and how it works here.
@@ -416,7 +486,7 @@ impl Report {
             );
         }
         let c = &facts.containment;
-        let root = facts.identity == Mode::Root;
+        let root = matches!(facts.identity, Mode::Root | Mode::RootToolNamespace);
         let delegate = "run the server under systemd with `Delegate=yes` (e.g. `systemd-run --user -p Delegate=yes toolsrv serve ...`, or `Delegate=yes` in its unit), so it has a cgroup of its own to write";
         if c.mechanism == "none" {
             need(
@@ -483,6 +553,23 @@ impl Report {
                 },
             );
         }
+        if facts.identity == Mode::Root && facts.filesystem_view.is_ok() {
+            need(
+                format!(
+                    "unprivileged tools: a root server's tools run as root ({}), so root-only and other users' files under read rules are hidden only by a bounded scan when a view is built (not for files made later, nor beyond the scan's budget)",
+                    facts.identity_reason.as_deref().unwrap_or("no user namespace")
+                ),
+                true,
+                tools_namespace_fix(facts.identity_reason.as_deref()),
+            );
+        }
+        if let Some(Err(why)) = facts.tool_ids.as_ref().map(|t| &t.workspace_id_maps) {
+            need(
+                format!("id-mapped mounts on the workspace: {why}; tools work there as their unprivileged host ids, so they write only what those ids may, and what they make is owned by them on the host"),
+                false,
+                format!("serve a workspace on a file system that takes id-mapped mounts (ext4, xfs, btrfs, tmpfs, overlayfs; not NFS), or set {}=root (tools run as root)", identity::FORCE_ENV),
+            );
+        }
         if abi < 7 {
             need(
                 "observing filesystem denials (Landlock audit logging)".to_string(),
@@ -534,6 +621,18 @@ impl Report {
                 uid,
                 gid,
                 reason: facts.identity_reason.clone(),
+                tools: facts.tool_ids.as_ref().map(|t| ToolIdsFacts {
+                    host_uid: t.base,
+                    host_gid: t.base,
+                    count: t.count,
+                    workspace_id_maps: Item {
+                        available: t.workspace_id_maps.is_ok(),
+                        detail: match &t.workspace_id_maps {
+                            Ok(()) => "the workspace's file system takes id-mapped mounts".to_string(),
+                            Err(why) => why.clone(),
+                        },
+                    },
+                }),
             },
             filesystem: match &facts.filesystem_view {
                 Ok(()) => Mechanism {

@@ -18,16 +18,28 @@
 //! from the containment maps the server's ids in it itself ([`IdMaps`],
 //! written by the child before anything of the tool runs).
 //!
+//! A root server runs its confined tools as uid 0 of a user namespace of
+//! their own ([`tools`]), mapped to host ids no one uses: they hold no
+//! capability over host files and are not root on the host, and their
+//! writable rules are bound through id-mapped mounts (`crate::view`).
+//!
 //! docs/containment.md ("Identity") lists what changes for a server in its
-//! own user namespace.
+//! own user namespace, and for the tools of a root server.
 
 mod sys;
+pub mod tools;
 
 use std::fmt;
+use std::sync::Arc;
+
+pub use tools::ToolNamespace;
 
 /// Environment variable that chooses the mode: `own` (the default: enter a
-/// user namespace of the server's own where possible) or `per-run` (stay
-/// out of one; runs that get a user namespace map the ids themselves).
+/// user namespace of the server's own where possible; on a root server, run
+/// the confined tools in the tools' user namespace) or `per-run` (stay out
+/// of one; runs that get a user namespace map the ids themselves); `root`
+/// keeps a root server's tools root (the behaviour before issue 33, for
+/// comparison and tests).
 pub const FORCE_ENV: &str = "TOOLSRV_USERNS";
 
 /// How tools get the server's identity.
@@ -36,6 +48,9 @@ pub enum Mode {
     /// The server runs as root: no user namespace; tools run as root (with the
     /// capabilities of `confine::caps::KEEP` when confined).
     Root,
+    /// The server runs as root, and its confined tools run as uid 0 of the
+    /// tools' user namespace ([`ToolNamespace`]): unprivileged host ids.
+    RootToolNamespace,
     /// The server entered its own user namespace at startup, mapping its uid
     /// and gid to themselves.
     OwnNamespace,
@@ -49,6 +64,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::Root => "root",
+            Mode::RootToolNamespace => "root-tools-user-namespace",
             Mode::OwnNamespace => "own-user-namespace",
             Mode::PerRun => "per-run-user-namespace",
         }
@@ -80,8 +96,11 @@ pub struct Identity {
     mode: Mode,
     uid: u32,
     gid: u32,
-    /// Why the server is not in its own user namespace (for [`Mode::PerRun`]).
+    /// Why the server is not in its own user namespace (for [`Mode::PerRun`]),
+    /// or why a root server's tools run as root (for [`Mode::Root`]).
     reason: Option<String>,
+    /// A root server's tools' user namespace (for [`Mode::RootToolNamespace`]).
+    tools: Option<Arc<ToolNamespace>>,
 }
 
 impl Identity {
@@ -101,9 +120,24 @@ impl Identity {
             uid: euid,
             gid: egid,
             reason: None,
+            tools: None,
         };
         if euid == 0 {
             id.mode = Mode::Root;
+            if force == Some("root") {
+                id.reason = Some(format!("{FORCE_ENV}=root"));
+                return Ok(id);
+            }
+            match tools::choose_base().and_then(|base| {
+                ToolNamespace::create(base)
+                    .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
+            }) {
+                Ok(ns) => {
+                    id.mode = Mode::RootToolNamespace;
+                    id.tools = Some(Arc::new(ns));
+                }
+                Err(why) => id.reason = Some(why),
+            }
             return Ok(id);
         }
         match force.unwrap_or_default() {
@@ -158,15 +192,42 @@ impl Identity {
     }
 
     /// Why the server is not in its own user namespace, when it is not root
-    /// and not in one.
+    /// and not in one; why a root server's tools run as root.
     pub fn reason(&self) -> Option<&str> {
         self.reason.as_deref()
+    }
+
+    /// A root server's tools' user namespace, when tools run in one.
+    pub fn tools(&self) -> Option<&Arc<ToolNamespace>> {
+        self.tools.as_ref()
+    }
+
+    /// A root server's tools run as root after all (`why`: there is no
+    /// filesystem view, through whose id-mapped mounts alone they can write
+    /// their rules' files): the tools' namespace is dropped.
+    pub fn without_tools_namespace(&mut self, why: String) {
+        if self.mode == Mode::RootToolNamespace {
+            self.mode = Mode::Root;
+            self.tools = None;
+            self.reason = Some(why);
+        }
     }
 
     /// One line for the startup log.
     pub fn summary(&self) -> String {
         match self.mode {
-            Mode::Root => "root: tools run as root (no user namespace)".to_string(),
+            Mode::Root => format!(
+                "root: tools run as root (no user namespace: {})",
+                self.reason.as_deref().unwrap_or("not tried")
+            ),
+            Mode::RootToolNamespace => {
+                let base = self.tools.as_ref().map_or(0, |t| t.base());
+                format!(
+                    "root; confined tools run as uid 0 and gid 0 of their own user namespace, host ids {base} and {base} (tool ids 0..{} mapped to {base}..{}), their writable rules bound through id-mapped mounts",
+                    tools::COUNT - 1,
+                    u64::from(base) + u64::from(tools::COUNT) - 1
+                )
+            }
             Mode::OwnNamespace => format!(
                 "the server's own user namespace (uid {u} and gid {g} mapped to themselves): tools run as uid {u}, gid {g}",
                 u = self.uid,
@@ -302,7 +363,7 @@ impl IdMaps {
 
 /// What a throwaway process found this host allows an unprivileged server
 /// ([`probe`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Probe {
     /// The identity mode a server started now with the same environment
     /// would use.
@@ -312,6 +373,9 @@ pub struct Probe {
     /// Whether such a server could make a mount namespace (the filesystem
     /// view): root, or in its own user namespace.
     pub mount_namespace: Result<(), String>,
+    /// For [`Mode::RootToolNamespace`]: the tools' namespace (made by the
+    /// probe, as the server would make it).
+    pub tools: Option<Arc<ToolNamespace>>,
 }
 
 /// Exit codes of the probe's child.
@@ -357,7 +421,23 @@ pub fn probe(force: Option<&str>) -> Probe {
         }
         PROBE_OK
     });
-    let mode = if root {
+    let mut tools = None;
+    if root {
+        if force == Some("root") {
+            reason = Some(format!("{FORCE_ENV}=root"));
+        } else {
+            match tools::choose_base().and_then(|base| {
+                ToolNamespace::create(base)
+                    .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
+            }) {
+                Ok(ns) => tools = Some(Arc::new(ns)),
+                Err(why) => reason = Some(why),
+            }
+        }
+    }
+    let mode = if root && tools.is_some() {
+        Mode::RootToolNamespace
+    } else if root {
         Mode::Root
     } else if try_userns && matches!(code, Some(PROBE_OK) | Some(PROBE_NO_MOUNTNS)) {
         Mode::OwnNamespace
@@ -378,19 +458,33 @@ pub fn probe(force: Option<&str>) -> Probe {
         _ => {}
     }
     let mount_namespace = match (mode, code) {
-        (Mode::Root | Mode::OwnNamespace, Some(PROBE_OK)) => Ok(()),
-        (Mode::Root | Mode::OwnNamespace, _) => Err("unshare(CLONE_NEWNS) is refused".to_string()),
+        (Mode::Root | Mode::RootToolNamespace | Mode::OwnNamespace, Some(PROBE_OK)) => Ok(()),
+        (Mode::Root | Mode::RootToolNamespace | Mode::OwnNamespace, _) => {
+            Err("unshare(CLONE_NEWNS) is refused".to_string())
+        }
         (Mode::PerRun, _) => Err(format!(
             "an unprivileged server needs its own user namespace for a mount namespace ({})",
             reason.as_deref().unwrap_or("not available")
         )),
     };
+    let mut mode = mode;
+    if mode == Mode::RootToolNamespace && mount_namespace.is_err() {
+        // Tools can write their rules' files only through the view's
+        // id-mapped mounts: without a view they stay root.
+        mode = Mode::Root;
+        tools = None;
+        reason = Some(NO_VIEW.to_string());
+    }
     Probe {
         mode,
         reason,
         mount_namespace,
+        tools,
     }
 }
+
+/// Why a root server's tools run as root where there is no filesystem view.
+pub const NO_VIEW: &str = "no filesystem view, through whose id-mapped mounts alone tools in their own user namespace could write their rules' files";
 
 /// Whether this process (as it is now) can make a mount namespace: tried with
 /// `unshare(CLONE_NEWNS)` in a throwaway thread, which leaves the process's

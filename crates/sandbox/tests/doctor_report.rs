@@ -25,6 +25,7 @@ fn complete() -> Facts {
         identity: Mode::OwnNamespace,
         ids: (1000, 1000),
         identity_reason: None,
+        tool_ids: None,
         filesystem_view: Ok(()),
         unconfined: false,
         attribution: toolsrv_watch::describe(true, false, false).into(),
@@ -205,4 +206,47 @@ fn the_report_round_trips_through_json() {
     assert_eq!(v["source"], "host");
     let back: Report = serde_json::from_str(&text).unwrap();
     assert_eq!(back, r);
+}
+
+#[test]
+fn a_root_servers_tools_that_run_as_root_are_missing_their_own_ids() {
+    use toolsrv_sandbox::doctor::ToolIds;
+    let mut f = complete();
+    f.ids = (0, 0);
+    f.identity = Mode::RootToolNamespace;
+    f.tool_ids = Some(ToolIds {
+        base: 2_013_265_920,
+        count: 65_536,
+        workspace_id_maps: Ok(()),
+    });
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    assert!(r.enforced, "{:?}", r.missing);
+    assert_eq!(r.identity.mode, "root-tools-user-namespace");
+    let tools = r.identity.tools.as_ref().expect("the tools' ids");
+    assert_eq!((tools.host_uid, tools.count), (2_013_265_920, 65_536));
+    // A workspace whose file system takes no id maps: said, not required.
+    f.tool_ids.as_mut().unwrap().workspace_id_maps =
+        Err("the file system of /nfs takes no id-mapped mounts".into());
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    assert!(r.enforced, "{:?}", r.missing);
+    assert!(r
+        .missing
+        .iter()
+        .any(|m| !m.required && m.what.starts_with("id-mapped mounts on the workspace")));
+    // Tools that stay root (forced here): the bounded scan is all there is.
+    f.identity = Mode::Root;
+    f.tool_ids = None;
+    f.identity_reason = Some("TOOLSRV_USERNS=root".into());
+    let r = Report::evaluate(&f, &Policy::default(), None);
+    assert!(!r.enforced);
+    let m = r
+        .missing
+        .iter()
+        .find(|m| m.what.starts_with("unprivileged tools"))
+        .expect("unprivileged tools are missing");
+    assert!(
+        m.required && m.fix.starts_with("unset TOOLSRV_USERNS"),
+        "{m:?}"
+    );
+    assert!(r.identity.tools.is_none());
 }

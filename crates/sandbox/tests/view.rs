@@ -27,6 +27,7 @@ fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
         cwd: &cwd,
         cwd_fd: Some(view.workspace().fd()),
         mount_ns: Some(view.ns()),
+        user_ns: view.user_ns(),
         output: w.as_fd(),
         confinement: None,
         join: Default::default(),

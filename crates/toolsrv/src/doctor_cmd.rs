@@ -180,6 +180,20 @@ fn print_report(r: &Report, whose: &str) -> Result<()> {
             i.gid
         )?,
     }
+    if let Some(tools) = &i.tools {
+        outln!(
+            "                confined tools: uid {} and gid {} on the host (tool ids 0..{} mapped from {}); id-mapped mounts on the workspace: {}",
+            tools.host_uid,
+            tools.host_gid,
+            tools.count.saturating_sub(1),
+            tools.host_uid,
+            if tools.workspace_id_maps.available {
+                "yes".to_string()
+            } else {
+                format!("no ({})", t(&tools.workspace_id_maps.detail))
+            }
+        )?;
+    }
     outln!(
         "  filesystem    {}: {}",
         t(&r.filesystem.mechanism),

@@ -401,6 +401,39 @@ fn approved_bypass_writes_where_the_policy_forbids_and_is_unsandboxed() {
     assert_eq!(st["exit_code"], 0, "{st}");
 }
 
+/// Control (issue 33 item 5): a root server's confined tools run as uid 0
+/// of their own user namespace (unprivileged host ids), but an approved
+/// bypass run is unconfined: real root, in the host's user namespace (its
+/// `uid_map` is the initial one) with the capabilities of the server.
+#[test]
+fn an_approved_bypass_run_of_a_root_server_is_real_root() {
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let (srv, mut a) = session(&[]);
+    let cmd = "id -u; tr -s ' ' < /proc/self/uid_map; grep ^CapEff /proc/self/status";
+    let mut o = srv.attached();
+    open_pending(&mut o, 1);
+    let tag = start_call(&mut a, 70, &bypass(cmd, &[]));
+    let req = next_request(&mut o, 1);
+    approve(&mut o, &id_of(&req));
+    let (is_error, text) = result_text(&finish_call(&mut a, tag));
+    assert!(!is_error, "{text}");
+    // Every capability the test (root) holds.
+    let caps = std::fs::read_to_string("/proc/self/status")
+        .expect("status")
+        .lines()
+        .find(|l| l.starts_with("CapEff:"))
+        .map(str::to_string)
+        .expect("CapEff");
+    assert_eq!(
+        text,
+        format!("0\n 0 0 4294967295\n{caps}\n"),
+        "an approved bypass run is not real root"
+    );
+}
+
 /// An approved bypass run is not under the seccomp filter of confined runs,
 /// even after a confined run made the server's worker thread carry it (the
 /// filter is inherited from the spawning thread): System V IPC, refused in a

@@ -65,8 +65,16 @@ fn doctor_describes_this_host_in_text_and_json() {
     assert_eq!(host["seccomp"]["available"], true, "{host}");
     assert_eq!(host["containment"]["mechanism"], "cgroup", "{host}");
     assert!(host["containment"]["processes"].is_string(), "{host}");
-    assert_eq!(host["identity"]["mode"], "root");
+    // A root server's tools run in their own user namespace, as unprivileged
+    // host ids; the test's directory (the workspace a server started here
+    // would have) takes the id-mapped mounts of their writable rules.
+    assert_eq!(host["identity"]["mode"], "root-tools-user-namespace");
     assert_eq!(host["identity"]["uid"], 0);
+    let tools = &host["identity"]["tools"];
+    assert!(tools["host_uid"].as_u64().unwrap() >= 65_536, "{host}");
+    assert_eq!(tools["host_gid"], tools["host_uid"], "{host}");
+    assert_eq!(tools["count"], 65_536, "{host}");
+    assert_eq!(tools["workspace_id_maps"]["available"], true, "{host}");
     assert_eq!(host["filesystem"]["mechanism"], "mount-namespace-view");
     assert_eq!(host["policy"]["path"], policy);
     assert_eq!(host["policy"]["best_effort"], false);
@@ -99,7 +107,8 @@ fn doctor_describes_this_host_in_text_and_json() {
         "landlock      ABI ",
         "seccomp       available",
         "containment   cgroup:",
-        "identity      root (uid 0, gid 0)",
+        "identity      root-tools-user-namespace (uid 0, gid 0)",
+        "confined tools: uid ",
         "filesystem    mount-namespace-view",
         "network       ",
         "denials       ",
@@ -164,6 +173,31 @@ fn doctor_exits_1_when_the_policy_asks_for_what_the_host_does_not_enforce() {
     );
 }
 
+/// With `TOOLSRV_USERNS=root` a root server's tools run as root (the
+/// behaviour before issue 33): doctor says so, and that it is missing.
+#[test]
+fn doctor_says_when_a_root_servers_tools_run_as_root() {
+    let out = doctor(&["--json"], &[("TOOLSRV_USERNS", "root")]);
+    let v = json(&out);
+    let id = &v["host"]["identity"];
+    assert_eq!(id["mode"], "root", "{v}");
+    assert_eq!(id["reason"], "TOOLSRV_USERNS=root", "{v}");
+    assert!(id["tools"].is_null(), "{v}");
+    assert!(
+        v["host"]["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["required"] == true
+                && m["what"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("unprivileged tools")),
+        "{v}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
 #[test]
 fn doctor_with_a_socket_shows_what_the_running_server_enforces() {
     let srv = Launch::new()
@@ -182,7 +216,8 @@ fn doctor_with_a_socket_shows_what_the_running_server_enforces() {
         server["containment"]["mechanism"], "pid-namespace",
         "{server}"
     );
-    assert_eq!(server["identity"]["mode"], "root");
+    assert_eq!(server["identity"]["mode"], "root-tools-user-namespace");
+    assert!(server["identity"]["tools"]["host_uid"].is_u64(), "{server}");
     assert!(server["landlock"]["abi"].as_i64().unwrap() >= 1);
     // The host, probed without the variable, has cgroups.
     assert_eq!(v["host"]["containment"]["mechanism"], "cgroup");

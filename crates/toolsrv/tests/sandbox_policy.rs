@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::sandbox::{outside_dir, Fixture, Mode, Policy, EACCES, EROFS};
+use crate::sandbox::{outside_dir, Fixture, Mode, Policy, EACCES};
 use crate::util::wait_until;
 
 fn with_policy(edit: impl FnOnce(&mut Policy), extra: &[&str]) -> Fixture {
@@ -45,11 +45,13 @@ fn sandbox_best_effort_on_a_too_old_landlock_runs_and_logs_what_is_missing() {
     let secret = f.out("secret/secret.txt").display().to_string();
     f.sh(&format!("cat {secret}")).denied(EACCES);
     // What it does not: truncate(2) of an ro file. The filesystem view's
-    // read-only mount refuses it anyway; Landlock alone (the fallback,
-    // TOOLSRV_VIEW=off) is honestly degraded, and says so in the log above.
+    // read-only mount refuses it anyway (EROFS; a root server's tools, which
+    // run as an unprivileged id and do not own the file, meet the permission
+    // check first: EACCES); Landlock alone (the fallback, TOOLSRV_VIEW=off)
+    // is honestly degraded, and says so in the log above.
     let probe = f.install_netprobe();
     let ro = f.out("ro/readme.txt").display().to_string();
-    f.sh(&format!("{probe} truncate {ro}")).denied(EROFS);
+    f.sh(&format!("{probe} truncate {ro}")).denied(EACCES);
     let outside = outside_dir();
     let policy = Policy::new(outside.path());
     let mut fallback = Fixture::start(

@@ -1,7 +1,9 @@
 //! The filesystem view (CONTRACT §13, issue 24) over the socket: each test is
 //! an attack a sandboxed tool makes, against the real binary and kernel. The
-//! tests run as root, so DAC refuses nothing: each refusal is the view's
-//! (EROFS: read-only mount; EBUSY: a mount point) or Landlock's (EACCES).
+//! tests run as root, and in the workspace (an id-mapped writable rule) a
+//! root server's tools are its owners (docs/containment.md, "A root server's
+//! tools"), so DAC refuses nothing there: each refusal is the view's (EROFS:
+//! read-only mount; EBUSY: a mount point) or Landlock's (EACCES).
 //!
 //! Without the view (`TOOLSRV_VIEW=off`, or the code before issue 24) the
 //! attacks of the first tests succeed: Landlock has no right for metadata,
@@ -762,10 +764,25 @@ fn the_startup_log_names_the_filesystem_mechanism() {
 /// names of the built-in list): a root tool reads them all.
 ///
 /// Expected: a root-only file (owner root, no read bit for others) under an
-/// `ro` directory rule reads as empty; a world-readable one beside it and a
-/// root-only file that a rule names itself stay readable.
+/// `ro` directory rule cannot be read (tools run as an unprivileged id in
+/// their own user namespace: "Permission denied"); a world-readable one
+/// beside it and a root-only file that a rule names itself stay readable.
+/// With `TOOLSRV_USERNS=root` (tools run as root, the fallback where no
+/// user namespace can be made) the root-only scan hides it (it reads as
+/// empty): [`root_only_files_are_hidden_by_the_scan_where_tools_run_as_root`].
 #[test]
 fn root_only_files_under_a_read_rule_are_hidden_unless_named() {
+    root_only_files_under_a_read_rule(None);
+}
+
+/// The fallback of the test above: tools that run as root
+/// (`TOOLSRV_USERNS=root`) read a root-only file as empty (the scan masks it).
+#[test]
+fn root_only_files_are_hidden_by_the_scan_where_tools_run_as_root() {
+    root_only_files_under_a_read_rule(Some("root"));
+}
+
+fn root_only_files_under_a_read_rule(userns: Option<&str>) {
     // Safety: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return;
@@ -795,10 +812,21 @@ fn root_only_files_under_a_read_rule_are_hidden_unless_named() {
     });
     std::fs::write(&policy, rules.to_string()).expect("policy");
     let ps = policy.display().to_string();
-    let mut s = Session::no_auth(Launch::new().args(["--sandbox", &ps]));
+    let mut launch = Launch::new().args(["--sandbox", &ps]);
+    if let Some(v) = userns {
+        launch = launch.env("TOOLSRV_USERNS", v);
+    }
+    let mut s = Session::no_auth(launch);
     let k = q(&ro.join("key"));
     let (_, text) = s.sh(&format!("cat {k}; echo end"));
-    assert_eq!(text, "end\n", "a root-only file was readable");
+    if userns.is_some() {
+        assert_eq!(text, "end\n", "a root-only file was readable");
+    } else {
+        assert!(
+            !text.contains(SECRET) && text.contains("Permission denied"),
+            "a root-only file was readable: {text}"
+        );
+    }
     assert_eq!(s.ok(&format!("cat {}", q(&ro.join("open.txt")))), "open\n");
     assert_eq!(
         s.ok(&format!("cat {}", q(&ro.join("named.key")))),
@@ -879,8 +907,10 @@ fn the_view_is_built_at_startup_and_protects_what_appears_in_place() {
 /// used to build the view on its one runtime thread, so every connection
 /// stalled for the build.) A profile's view is built by its first run; this
 /// profile reads a directory of 8,000 root-only files, each hidden by a
-/// mount, so the build lasts long enough to be seen: the scan for them is
-/// logged, then the mounts are made, then "filesystem view built".
+/// mount where tools run as root (`TOOLSRV_USERNS=root`: the root-only scan
+/// of that fallback), so the build lasts long enough to be seen: the scan
+/// for them is logged, then the mounts are made, then "filesystem view
+/// built".
 ///
 /// Expected: while that build is under way (its scan logged, the view not
 /// yet built), another connection reads `info`, and the view is still not
@@ -916,7 +946,11 @@ fn other_connections_are_answered_while_a_view_is_built() {
     )
     .expect("profile");
     let ps = dir.join("sandbox.yaml").display().to_string();
-    let mut s = Session::no_auth(Launch::new().args(["--sandbox", &ps]));
+    let mut s = Session::no_auth(
+        Launch::new()
+            .args(["--sandbox", &ps])
+            .env("TOOLSRV_USERNS", "root"),
+    );
     s.ok("true");
     let scans = |srv: &Server| {
         srv.log_text()

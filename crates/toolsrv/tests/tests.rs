@@ -49,3 +49,4 @@ mod socket;
 mod syscall_budget;
 mod tools;
 mod watch;
+mod unprivileged;

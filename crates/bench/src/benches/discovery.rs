@@ -53,6 +53,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             extra: Vec::new(),
             view_off: false,
             tools_pidns_off: false,
+            userns: None,
         },
     )?;
     for &flavour in &ctx.flavours {

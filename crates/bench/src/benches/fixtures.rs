@@ -34,6 +34,7 @@ impl Servers {
             extra: Vec::new(),
             view_off: false,
             tools_pidns_off,
+            userns: None,
         };
         let yolo = ServerProcess::start_with(&ctx.bin, &opts(true, None, false))?;
         let sandboxed = ServerProcess::start_with(&ctx.bin, &opts(false, None, false))?;

@@ -7,13 +7,21 @@
 //!    says why). Goals: sandboxed at most 1.15x `--yolo`; bwrap at least 3x
 //!    the sandboxed call.
 //!    And the same call on a server without the filesystem view
-//!    (`TOOLSRV_VIEW=off`): the view's cost. Goal: at most 1.05x.
+//!    (`TOOLSRV_VIEW=off`): the view's cost. Goal: at most 1.05x. And on a
+//!    root server whose tools run as root (`TOOLSRV_USERNS=root`): the cost
+//!    of the tools' own user namespace. Goal: at most 1.05x.
 //! 2. The sandboxed spawn rate (calls/s of `true_exec`, 2 concurrent agents)
 //!    of a server holding at least 256 MiB of retained output (40 finished,
 //!    undismissed background tools that each printed 8 MiB; its VmRSS is
 //!    checked), vs an idle server, rounds interleaved. Goal: at least 0.8x.
+//! 3. The view's build time at startup (the log's `filesystem view built
+//!    ... took_ms`), on the built-in policy and on one with `/proc` and `/usr`
+//!    under read rules, with the tools' user namespace and with
+//!    `TOOLSRV_USERNS=root` (tools run as root, and each build scans the read
+//!    rules for root-only files), a fresh server per build, interleaved.
 
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use toolsrv_client::CallRequest;
@@ -24,8 +32,9 @@ use crate::benches::call::{interleaved, Op};
 use crate::benches::call_throughput::agents_round;
 use crate::benches::fixtures::{Servers, TOOLS};
 use crate::benches::{runtime, Ctx};
-use crate::report::{baseline_line, median_f64, rate_line, time_line, Target};
+use crate::report::{baseline_line, median_f64, rate_line, time_line, Figure, Target};
 use crate::server::{ServerOpts, ServerProcess};
+use crate::stats::Summary;
 use crate::tooldir::{bench_tools_dir, TRUE_EXEC, ZEROS};
 
 /// Measured calls per figure unless `--iters` says otherwise.
@@ -38,6 +47,10 @@ pub const GOAL_BWRAP: Target = Target::AtLeast(3.0);
 pub const GOAL_VIEW: Target = Target::AtMost(1.05);
 /// Spawn rate under retained output vs idle.
 pub const GOAL_LOADED: Target = Target::AtLeast(0.8);
+/// Sandboxed with the tools' user namespace vs tools run as root.
+pub const GOAL_USERNS: Target = Target::AtMost(1.05);
+/// Servers started per view-build figure.
+const BUILDS: usize = 7;
 /// Background tools that retain output.
 pub const HOLDERS: usize = 40;
 /// What each prints: the default `--max-output`, all of it retained.
@@ -65,6 +78,16 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             extra: Vec::new(),
             view_off: true,
             tools_pidns_off: false,
+            userns: None,
+        },
+    )?;
+    let as_root = ServerProcess::start_with(
+        &ctx.bin,
+        &ServerOpts {
+            auth: true,
+            tools: Some(tools.path().to_path_buf()),
+            userns: Some("root"),
+            ..ServerOpts::default()
         },
     )?;
     let flavour = ctx.flavours[0];
@@ -75,11 +98,13 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         servers.yolo.pid(),
         flavour.name()
     );
-    rt.block_on(latency(&servers, &no_view, bwrap.as_ref(), iters))?;
+    rt.block_on(latency(&servers, &no_view, &as_root, bwrap.as_ref(), iters))?;
     drop(servers);
     drop(no_view);
+    drop(as_root);
     let calls = ctx.iters.unwrap_or(512);
-    rt.block_on(loaded_rate(ctx, calls))
+    rt.block_on(loaded_rate(ctx, calls))?;
+    view_build(ctx)
 }
 
 /// The bwrap program if it runs here (installing it when missing); else prints why not.
@@ -146,6 +171,7 @@ fn find_bwrap() -> Option<String> {
 async fn latency(
     s: &Servers,
     no_view: &ServerProcess,
+    as_root: &ServerProcess,
     bwrap: Option<&String>,
     iters: usize,
 ) -> Result<()> {
@@ -153,6 +179,7 @@ async fn latency(
     let yolo = connect(&s.yolo, true, AGENT, TOOLS).await?;
     let sand = connect(&s.sandboxed, true, AGENT, TOOLS).await?;
     let carved = connect(no_view, true, AGENT, TOOLS).await?;
+    let root_tools = connect(as_root, true, AGENT, TOOLS).await?;
     let req = CallRequest::new(TRUE_EXEC, AGENT);
     let true_argv: &[&str] = &["/bin/true"];
     let bw_argv = bwrap.map(|b| bwrap_argv(b, true_argv));
@@ -163,6 +190,10 @@ async fn latency(
         (
             "call true_exec (sandboxed, TOOLSRV_VIEW=off)",
             Op::Call(&carved, &req),
+        ),
+        (
+            "call true_exec (sandboxed, TOOLSRV_USERNS=root)",
+            Op::Call(&root_tools, &req),
         ),
     ];
     if let Some(a) = &bw_argv {
@@ -177,7 +208,12 @@ async fn latency(
         "{}   [ratio = with the filesystem view / without it]",
         time_line(&figs[2], &figs[3], Some(GOAL_VIEW))
     );
-    if let Some(bw) = figs.get(4) {
+    println!("{}", time_line(&figs[4], &figs[1], None));
+    println!(
+        "{}   [ratio = tools in their own user namespace / tools run as root]",
+        time_line(&figs[2], &figs[4], Some(GOAL_USERNS))
+    );
+    if let Some(bw) = figs.get(5) {
         println!("{}", time_line(bw, &figs[0], None));
         println!(
             "{}   [ratio = bwrap / sandboxed call: how many times faster the call is]",
@@ -202,6 +238,7 @@ async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
         extra: vec!["--max-finished-output", "1GiB"],
         view_off: false,
         tools_pidns_off: false,
+        userns: None,
     };
     let idle = ServerProcess::start_with(&ctx.bin, &opts)?;
     let loaded = ServerProcess::start_with(&ctx.bin, &opts)?;
@@ -282,6 +319,93 @@ async fn loaded_rate(ctx: &Ctx, calls: usize) -> Result<()> {
     println!(
         "   loaded server VmRSS after the rounds: {} MiB",
         vm_rss(loaded.pid())? >> 20
+    );
+    Ok(())
+}
+
+/// The `took_ms` of the first `filesystem view built` line of `log`.
+fn view_took(log: &str) -> Option<Duration> {
+    let line = log.lines().find(|l| l.contains("filesystem view built"))?;
+    let ms = line.split("took_ms=").nth(1)?.split_whitespace().next()?;
+    Some(Duration::from_millis(ms.parse().ok()?))
+}
+
+/// Part 3: the view's build time at startup, per policy and identity.
+fn view_build(ctx: &Ctx) -> Result<()> {
+    let dir = tempfile::tempdir().context("a directory for the policy")?;
+    let proc_usr = dir.path().join("proc-usr.yaml");
+    std::fs::write(
+        &proc_usr,
+        "filesystem:\n  ro: [/proc, /etc]\n  rox: [/usr, /bin, /sbin, /lib, /lib64]\n  rw: [/dev/null]\n  rwx: [\"{CWD}\"]\n",
+    )
+    .context("writing the policy")?;
+    // `ServerOpts::extra` holds `'static` flags: the path lives as long as
+    // the bench process (one string).
+    let p: &'static str = Box::leak(proc_usr.display().to_string().into_boxed_str());
+    let configs: [(&str, Option<&'static str>, Option<&'static str>); 4] = [
+        ("view build (built-in policy)", None, None),
+        (
+            "view build (built-in policy, TOOLSRV_USERNS=root)",
+            None,
+            Some("root"),
+        ),
+        ("view build (ro /proc, rox /usr)", Some(p), None),
+        (
+            "view build (ro /proc, rox /usr, TOOLSRV_USERNS=root)",
+            Some(p),
+            Some("root"),
+        ),
+    ];
+    println!(
+        "\n== sandbox-view-build: the main policy's view built at startup (the log's took_ms: sources, the root-only scan where tools run as root, the mounts), {BUILDS} fresh servers per figure, interleaved"
+    );
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); configs.len()];
+    for _ in 0..BUILDS {
+        for (i, (_, policy, userns)) in configs.iter().enumerate() {
+            let extra = policy.map_or_else(Vec::new, |p| vec!["--sandbox", p]);
+            let srv = ServerProcess::start_with(
+                &ctx.bin,
+                &ServerOpts {
+                    auth: true,
+                    extra,
+                    userns: *userns,
+                    ..ServerOpts::default()
+                },
+            )?;
+            let start = std::time::Instant::now();
+            let took = loop {
+                if let Some(t) = view_took(&srv.log_text()) {
+                    break t;
+                }
+                ensure!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "no view was built: {}",
+                    srv.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            samples[i].push(took);
+        }
+    }
+    let figs: Vec<Figure> = configs
+        .iter()
+        .zip(&samples)
+        .map(|((name, _, _), s)| {
+            Ok(Figure {
+                name: name.to_string(),
+                summary: Summary::of(s).context("no builds")?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    println!("{}", baseline_line(&figs[1]));
+    println!(
+        "{}   [ratio = tools in their own user namespace / tools run as root]",
+        time_line(&figs[0], &figs[1], None)
+    );
+    println!("{}", baseline_line(&figs[3]));
+    println!(
+        "{}   [ratio = tools in their own user namespace / tools run as root]",
+        time_line(&figs[2], &figs[3], None)
     );
     Ok(())
 }

@@ -115,3 +115,90 @@ fn errno() -> i32 {
         .raw_os_error()
         .unwrap_or(libc::EIO)
 }
+
+/// A new user namespace whose uid and gid maps are `uid_map` and `gid_map`
+/// (written by this process, which must be privileged over its own
+/// namespace for maps of more than its own ids), as a descriptor of its
+/// `ns/user`. A forked helper enters it (`unshare(CLONE_NEWUSER)`; the fork
+/// is single-threaded, whatever this process is) and waits until the maps
+/// are written and the namespace opened, then exits; the helper makes raw
+/// calls only, so this is safe in a multithreaded process.
+pub(crate) fn user_namespace_with_maps(
+    uid_map: &[u8],
+    gid_map: &[u8],
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    let pipe = || -> io::Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [0; 2];
+        // Safety: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Safety: both are fresh descriptors nobody else owns.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    };
+    // `ready`: the helper says it is in the namespace (or why not); `done`:
+    // closed by this process when it no longer needs the helper.
+    let (ready_r, ready_w) = pipe()?;
+    let (done_r, done_w) = pipe()?;
+    let raw = std::os::fd::AsRawFd::as_raw_fd;
+    let (ready_r_fd, ready_w_fd, done_r_fd, done_w_fd) =
+        (raw(&ready_r), raw(&ready_w), raw(&done_r), raw(&done_w));
+    // Safety: the child makes raw system calls on its own locals only, then
+    // `_exit`s without unwinding or running destructors.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // Safety: raw calls on integers and locals, then _exit.
+        unsafe {
+            // Its copies of this process's ends: `done` must read EOF once
+            // this process closes its end.
+            libc::close(ready_r_fd);
+            libc::close(done_w_fd);
+            let errno: i32 = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+                0
+            } else {
+                *libc::__errno_location()
+            };
+            libc::write(ready_w_fd, (&errno as *const i32).cast(), 4);
+            let mut b = 0u8;
+            libc::read(done_r_fd, (&mut b as *mut u8).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(ready_w);
+    drop(done_r);
+    let result = (|| {
+        let mut word = [0u8; 4];
+        std::fs::File::from(ready_r)
+            .read_exact(&mut word)
+            .map_err(|_| io::Error::other("the user namespace helper ended early"))?;
+        let errno = i32::from_ne_bytes(word);
+        if errno != 0 {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        for (name, map) in [("uid_map", uid_map), ("gid_map", gid_map)] {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/proc/{pid}/{name}"))
+                .and_then(|mut f| f.write_all(map))
+                .map_err(|e| io::Error::new(e.kind(), format!("/proc/{pid}/{name}: {e}")))?;
+        }
+        let ns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+        Ok(OwnedFd::from(ns))
+    })();
+    drop(done_w);
+    let mut status = 0;
+    loop {
+        // Safety: waits for our own child; writes one int.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    result
+}

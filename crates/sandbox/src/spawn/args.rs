@@ -21,6 +21,7 @@ pub(super) struct ChildStrings<'a> {
     pub(super) cwd: &'a CStr,
     pub(super) cwd_fd: RawFd,
     pub(super) mount_ns: RawFd,
+    pub(super) user_ns: RawFd,
 }
 
 /// The child's argument block, pointing at `strings`, the descriptors and the
@@ -41,6 +42,12 @@ pub(super) fn child_args(
         cwd: strings.cwd.as_ptr(),
         cwd_fd: strings.cwd_fd,
         mount_ns: strings.mount_ns,
+        user_ns: if join.new_user_ns {
+            -1
+        } else {
+            strings.user_ns
+        },
+        parent_dumpable: strings.user_ns >= 0 && !join.new_user_ns && parent_dumpable(),
         stdin,
         output,
         ruleset: confinement.and_then(Confinement::ruleset_fd).unwrap_or(-1),
@@ -62,6 +69,15 @@ pub(super) fn child_args(
         failed_errno: AtomicI32::new(0),
         reset_signals: AtomicU64::new(u64::MAX),
     }
+}
+
+/// Whether this process was dumpable before its first child changed its
+/// credentials (which makes the memory it shares with the child, this
+/// process's, not dumpable: the child sets it back), asked of the kernel
+/// once, before any such child: one `prctl` less per spawn.
+fn parent_dumpable() -> bool {
+    static DUMPABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DUMPABLE.get_or_init(sys::parent::dumpable)
 }
 
 /// This process's pid, asked of the kernel once: one `getpid` less per

@@ -50,6 +50,9 @@ pub(crate) enum Stage {
     View = 15,
     /// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`.
     Keyring = 16,
+    /// `setns` into the tools' user namespace, `setgroups`, `setresgid`,
+    /// `setresuid`.
+    ToolIdentity = 17,
 }
 
 impl Stage {
@@ -72,6 +75,7 @@ impl Stage {
             14 => Stage::Identity,
             15 => Stage::View,
             16 => Stage::Keyring,
+            17 => Stage::ToolIdentity,
             _ => return None,
         })
     }
@@ -89,6 +93,11 @@ pub(crate) struct ChildArgs {
     pub(crate) cwd_fd: c_int,
     /// A mount namespace to enter before `fchdir`, or -1.
     pub(crate) mount_ns: c_int,
+    /// A user namespace to enter after `mount_ns` as its uid and gid 0, or -1.
+    pub(crate) user_ns: c_int,
+    /// With `user_ns`: whether the parent is dumpable, which the change of
+    /// credentials undoes for the memory the child shares with it.
+    pub(crate) parent_dumpable: bool,
     pub(crate) stdin: c_int,
     pub(crate) output: c_int,
     /// Landlock ruleset descriptor, or -1.
@@ -165,6 +174,18 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
         // inside the view), and Landlock applies in it.
         sys::setns(args.mount_ns, libc::CLONE_NEWNS).at(Stage::View)?;
     }
+    if args.user_ns >= 0 {
+        // A root server's tool: the tools' user namespace, after the steps
+        // that need real root (the groups, the view). Before the death
+        // signal, which any change of credentials clears.
+        become_tool_root(args.user_ns).at(Stage::ToolIdentity)?;
+        if args.parent_dumpable {
+            // The kernel marked the memory this child shares with the server
+            // (until `execve`) not dumpable as its credentials changed: the
+            // server's own. The tool's is set again by `execve`.
+            sys::set_dumpable().at(Stage::ToolIdentity)?;
+        }
+    }
     lead_own_group(args).at(Stage::ProcessGroup)?;
     sys::set_parent_death_signal(libc::SIGKILL).at(Stage::DeathSignal)?;
     // The parent may have died before PDEATHSIG was armed: then nobody waits for us.
@@ -207,6 +228,18 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     // strings and null-terminated arrays, alive until this child has exec'd.
     let errno = unsafe { sys::execve(args.program, args.argv, args.envp) };
     Err((Stage::Exec, errno))
+}
+
+/// Enters the user namespace `ns` and becomes its uid and gid 0 with no
+/// supplementary group (the server's, root's among them, would still count
+/// for access): on the host, the unprivileged ids tool id 0 maps to. The
+/// capabilities the child holds from here on are those `setns` gives in the
+/// namespace (all of them, until `capset`), over nothing outside it.
+fn become_tool_root(ns: c_int) -> Result<(), sys::Errno> {
+    sys::setns(ns, libc::CLONE_NEWUSER)?;
+    sys::setgroups_none()?;
+    sys::setresgid(0)?;
+    sys::setresuid(0)
 }
 
 /// Makes the child the leader of a process group of its own. The first

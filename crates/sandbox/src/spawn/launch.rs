@@ -82,6 +82,9 @@ impl Launch {
                 mount_ns: spec
                     .mount_ns
                     .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
+                user_ns: spec
+                    .user_ns
+                    .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
             },
             stdin,
             output,

@@ -23,6 +23,11 @@ pub struct SpawnSpec<'a> {
     /// the confinement: the run's filesystem view (`crate::view`). `cwd_fd`
     /// must then be a directory opened inside that namespace.
     pub mount_ns: Option<BorrowedFd<'a>>,
+    /// A user namespace to enter (`setns`) right after `mount_ns`, becoming
+    /// its uid and gid 0 with no supplementary group: the tools' namespace of
+    /// a root server (`crate::identity::tools`, the view's
+    /// `View::user_ns`). Ignored with `join.new_user_ns`.
+    pub user_ns: Option<BorrowedFd<'a>>,
     /// Where stdout and stderr both go (typically a pipe's write end).
     pub output: BorrowedFd<'a>,
     /// The confinement to apply right before `execve`; `None` runs unconfined.

@@ -129,6 +129,26 @@ pub(crate) fn setns(fd: c_int, nstype: c_int) -> Result<(), Errno> {
     .map(drop)
 }
 
+/// `setgroups(0, NULL)`: no supplementary group.
+#[inline(always)]
+pub(crate) fn setgroups_none() -> Result<(), Errno> {
+    integers(libc::SYS_setgroups, [0; 6]).map(drop)
+}
+
+/// `setresgid(gid, gid, gid)`.
+#[inline(always)]
+pub(crate) fn setresgid(gid: libc::gid_t) -> Result<(), Errno> {
+    let g = c_long::from(gid);
+    integers(libc::SYS_setresgid, [g, g, g, 0, 0, 0]).map(drop)
+}
+
+/// `setresuid(uid, uid, uid)`.
+#[inline(always)]
+pub(crate) fn setresuid(uid: libc::uid_t) -> Result<(), Errno> {
+    let u = c_long::from(uid);
+    integers(libc::SYS_setresuid, [u, u, u, 0, 0, 0]).map(drop)
+}
+
 /// `fchdir(fd)`.
 #[inline(always)]
 pub(crate) fn fchdir(fd: c_int) -> Result<(), Errno> {
@@ -160,6 +180,17 @@ pub(crate) fn join_new_session_keyring() -> Result<(), Errno> {
             0,
             0,
         ],
+    )
+    .map(drop)
+}
+
+/// `prctl(PR_SET_DUMPABLE, 1)`: the memory this process runs on (until
+/// `execve`, the spawning server's) may be dumped and traced by its owner.
+#[inline(always)]
+pub(crate) fn set_dumpable() -> Result<(), Errno> {
+    integers(
+        libc::SYS_prctl,
+        [c_long::from(libc::PR_SET_DUMPABLE), 1, 0, 0, 0, 0],
     )
     .map(drop)
 }

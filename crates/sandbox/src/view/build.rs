@@ -6,15 +6,21 @@
 //! descriptors: the namespace and the workspace opened inside it.
 //!
 //! Nothing is created on the host: the skeleton exists only in the view.
+//!
+//! With the tools' user namespace (a root server's, `crate::identity::tools`)
+//! the binds and holes marked `id_map` get its id maps on their detached
+//! clones, before they are attached ([`id_map`]).
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::plan::{Bind, Cover, Hole, Plan, Skel};
 use super::sys;
-use super::ViewError;
+use super::{IdMapped, ViewError};
+use crate::identity::ToolNamespace;
 use crate::workdir::WorkDir;
 
 /// What the build thread hands back.
@@ -25,14 +31,58 @@ pub(crate) struct Built {
     pub(crate) workspace: WorkDir,
     /// The roots of the copy-on-write caches, opened inside the view.
     pub(crate) roots: Vec<(PathBuf, OwnedFd)>,
+    /// The binds and holes that wanted the id maps and did not get them whole.
+    pub(crate) not_id_mapped: Vec<(PathBuf, IdMapped)>,
 }
 
-/// Builds the view of `plan` on a new thread and waits for it.
-pub(crate) fn build(plan: &Plan) -> Result<Built, ViewError> {
+/// The tools' id maps for the detached clones a build or a refresh makes,
+/// and what did not take them whole.
+pub(crate) struct Mapper<'a> {
+    tools: Option<&'a ToolNamespace>,
+    pub(crate) not_id_mapped: Vec<(PathBuf, IdMapped)>,
+}
+
+impl<'a> Mapper<'a> {
+    /// Maps with `tools` (none: nothing is mapped).
+    pub(crate) fn new(tools: Option<&'a ToolNamespace>) -> Mapper<'a> {
+        Mapper {
+            tools,
+            not_id_mapped: Vec::new(),
+        }
+    }
+
+    /// The id maps on the clone `fd` of `path` when it `wants` them.
+    fn map(&mut self, fd: BorrowedFd<'_>, wants: bool, path: &Path) {
+        if let (true, Some(t)) = (wants, self.tools) {
+            match id_map(fd, t.fd()) {
+                IdMapped::Whole => {}
+                other => self.not_id_mapped.push((path.to_path_buf(), other)),
+            }
+        }
+    }
+}
+
+/// The tools' id maps on the detached clone `fd`: on the whole tree, else
+/// on its own mount only (a mount of another file system beneath it takes
+/// none: that one stays plain), else none (a plain bind: the file system
+/// takes no id maps, e.g. NFS, or the mount has id maps already).
+pub(crate) fn id_map(fd: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> IdMapped {
+    match sys::set_id_map(fd, userns, true) {
+        Ok(()) => IdMapped::Whole,
+        Err(whole) => match sys::set_id_map(fd, userns, false) {
+            Ok(()) => IdMapped::TopOnly(whole.to_string()),
+            Err(e) => IdMapped::No(e.to_string()),
+        },
+    }
+}
+
+/// Builds the view of `plan` on a new thread and waits for it; `tools`:
+/// the tools' user namespace, whose id maps the binds marked for them get.
+pub(crate) fn build(plan: &Plan, tools: Option<Arc<ToolNamespace>>) -> Result<Built, ViewError> {
     let plan = plan.clone();
     std::thread::Builder::new()
         .name("toolsrv-view".into())
-        .spawn(move || build_here(&plan))
+        .spawn(move || build_here(&plan, tools.as_deref()))
         .map_err(|e| ViewError::Step {
             step: "thread",
             path: PathBuf::new(),
@@ -88,7 +138,8 @@ fn rel(p: &Path) -> PathBuf {
 }
 
 /// The build proper, on the thread that leaves the server's namespace.
-pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
+pub(crate) fn build_here(plan: &Plan, tools: Option<&ToolNamespace>) -> Result<Built, ViewError> {
+    let mut mapper = Mapper::new(tools);
     let root = Path::new("/");
     sys::unshare_mounts().map_err(step("unshare", root))?;
     sys::make_slave().map_err(step("make / a slave mount", root))?;
@@ -98,14 +149,14 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
     //    clone keeps each mount's flags: a host read-only mount stays so).
     let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
     for b in &plan.binds {
-        if let Some(fd) = source(b)? {
+        if let Some(fd) = source(b, &mut mapper)? {
             clones.push((b, fd));
         }
     }
     let hole_clones = plan
         .covers
         .iter()
-        .map(clone_holes)
+        .map(|c| clone_holes(c, &mut mapper))
         .collect::<Result<Vec<_>, _>>()?;
     // 2. The new root: a rule on `/` itself, else a tmpfs with the skeleton.
     let new_root = match clones.iter().position(|(b, _)| b.path == root) {
@@ -156,6 +207,7 @@ pub(crate) fn build_here(plan: &Plan) -> Result<Built, ViewError> {
         ns,
         workspace,
         roots,
+        not_id_mapped: mapper.not_id_mapped,
     })
 }
 
@@ -178,7 +230,7 @@ pub(crate) fn cow_roots(binds: &[Bind]) -> Result<Vec<(PathBuf, OwnedFd)>, ViewE
 /// clone of its path, or for a copy-on-write cache an overlay over it (its
 /// layer's `upper` and `work` made first, owner-only). `None` when the path
 /// went away meanwhile.
-pub(crate) fn source(b: &Bind) -> Result<Option<OwnedFd>, ViewError> {
+pub(crate) fn source(b: &Bind, mapper: &mut Mapper<'_>) -> Result<Option<OwnedFd>, ViewError> {
     let made = match &b.layer {
         None => sys::clone_tree(&b.path, true),
         Some(layer) => {
@@ -195,7 +247,10 @@ pub(crate) fn source(b: &Bind) -> Result<Option<OwnedFd>, ViewError> {
         }
     };
     match made {
-        Ok(fd) => Ok(Some(fd)),
+        Ok(fd) => {
+            mapper.map(fd.as_fd(), b.id_map, &b.path);
+            Ok(Some(fd))
+        }
         Err(e) if gone(&e) => Ok(None),
         Err(e) if b.layer.is_some() => Err(step("mount a cache copy-on-write", &b.path)(e)),
         Err(e) => Err(step("clone a rule path", &b.path)(e)),
@@ -256,12 +311,18 @@ pub(crate) fn cover(
 
 /// The clones of `c`'s holes (rule paths inside a hidden directory), made
 /// while the host's tree is reachable.
-pub(crate) fn clone_holes(c: &Cover) -> Result<Vec<(Hole, OwnedFd)>, ViewError> {
+pub(crate) fn clone_holes(
+    c: &Cover,
+    mapper: &mut Mapper<'_>,
+) -> Result<Vec<(Hole, OwnedFd)>, ViewError> {
     let mut v = Vec::new();
     if let Cover::HideDir(_, holes) = c {
         for h in holes {
             match sys::clone_tree(&h.path, true) {
-                Ok(fd) => v.push((h.clone(), fd)),
+                Ok(fd) => {
+                    mapper.map(fd.as_fd(), h.id_map, &h.path);
+                    v.push((h.clone(), fd))
+                }
                 Err(e) if gone(&e) => {}
                 Err(e) => return Err(step("clone a rule inside a hidden path", &h.path)(e)),
             }
@@ -322,11 +383,13 @@ fn hide_dir(p: &Path, holes: Vec<(Hole, OwnedFd)>) -> io::Result<()> {
     sys::seal(fs.as_fd())
 }
 
-/// A sealed detached tmpfs holding one empty file `empty` (mode 0400).
+/// A sealed detached tmpfs holding one empty file `empty` (mode 0444: it
+/// reads as empty to every tool, one of a root server's tools in their own
+/// user namespace included, which is not its owner).
 pub(crate) fn empty_file() -> Result<OwnedFd, ViewError> {
     let root = Path::new("empty");
     let fs = sys::detached_tmpfs().map_err(step("make a tmpfs", root))?;
-    sys::create_at(fs.as_fd(), root, 0o400).map_err(step("make the empty file", root))?;
+    sys::create_at(fs.as_fd(), root, 0o444).map_err(step("make the empty file", root))?;
     sys::seal(fs.as_fd()).map_err(step("seal the tmpfs", root))?;
     Ok(fs)
 }

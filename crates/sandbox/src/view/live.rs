@@ -20,8 +20,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::build::{
-    attach_bind, clone_holes, cover, cow_roots, empty_file, pin, place, source, step,
+    attach_bind, clone_holes, cover, cow_roots, empty_file, pin, place, source, step, Mapper,
 };
+use crate::identity::ToolNamespace;
+use std::sync::Arc;
 use super::plan::{Bind, Cover, Hole, Skel};
 use super::sys;
 use super::ViewError;
@@ -67,15 +69,20 @@ pub(crate) struct Applied {
     pub(crate) roots: Vec<(PathBuf, OwnedFd)>,
 }
 
-/// Applies `delta` to the view whose namespace is `ns`, on a new thread.
-pub(crate) fn apply(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Applied, ViewError> {
+/// Applies `delta` to the view whose namespace is `ns`, on a new thread;
+/// `tools` as for a build (the id maps of the binds that want them).
+pub(crate) fn apply(
+    ns: BorrowedFd<'_>,
+    delta: &Delta,
+    tools: Option<Arc<ToolNamespace>>,
+) -> Result<Applied, ViewError> {
     let ns = ns
         .try_clone_to_owned()
         .map_err(step("duplicate the view's namespace", Path::new("/")))?;
     let delta = delta.clone();
     std::thread::Builder::new()
         .name("toolsrv-view-live".into())
-        .spawn(move || apply_here(ns.as_fd(), &delta))
+        .spawn(move || apply_here(ns.as_fd(), &delta, tools.as_deref()))
         .map_err(step("thread", Path::new("/")))?
         .join()
         .map_err(|_| ViewError::Step {
@@ -85,19 +92,24 @@ pub(crate) fn apply(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Applied, ViewEr
         })?
 }
 
-fn apply_here(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Applied, ViewError> {
+fn apply_here(
+    ns: BorrowedFd<'_>,
+    delta: &Delta,
+    tools: Option<&ToolNamespace>,
+) -> Result<Applied, ViewError> {
     let root = Path::new("/");
+    let mut mapper = Mapper::new(tools);
     // What comes from the host, while this thread is still in its namespace.
     let mut clones: Vec<(&Bind, OwnedFd)> = Vec::new();
     for b in &delta.binds {
-        if let Some(fd) = source(b)? {
+        if let Some(fd) = source(b, &mut mapper)? {
             clones.push((b, fd));
         }
     }
     let holes: Vec<Vec<(Hole, OwnedFd)>> = delta
         .covers
         .iter()
-        .map(clone_holes)
+        .map(|c| clone_holes(c, &mut mapper))
         .collect::<Result<_, _>>()?;
     sys::unshare_fs().map_err(step("unshare", root))?;
     sys::enter_mount_namespace(ns).map_err(step("enter the view", root))?;
@@ -134,6 +146,9 @@ fn apply_here(ns: BorrowedFd<'_>, delta: &Delta) -> Result<Applied, ViewError> {
         .filter(|p| !mounted.contains(*p))
         .map(Path::to_path_buf)
         .collect();
+    for (p, how) in &mapper.not_id_mapped {
+        tracing::warn!(path = %p.display(), how = ?how, "filesystem view: a bind added in place without the tools' id maps");
+    }
     Ok(Applied { pending, roots })
 }
 

@@ -12,7 +12,10 @@
 //! sockets under read-only rules are masked, and the directories between a
 //! writable bind and a protected path are pinned (bound onto themselves) so
 //! that none can be renamed away. Landlock then grants each rule whole: no
-//! carving. Nothing is created on the host.
+//! carving. Nothing is created on the host. Where a root server's tools run
+//! in a user namespace of their own (`crate::identity::tools`), the binds
+//! that need it get that namespace's id maps (`plan::Bind::id_map`), and the
+//! view's runs join it ([`View::user_ns`]).
 //!
 //! - [`protected`]: the protected set and where it comes from;
 //! - [`glob`]: `deny_read` / `deny_write` globs;
@@ -46,6 +49,7 @@ use crate::open::FileId;
 pub use plan::{links_along, Cover, Link, Plan, RulePaths};
 pub use protected::{Entry, Kind, ProtectedSet, ServerFiles, Sources};
 
+use crate::identity::ToolNamespace;
 use crate::workdir::WorkDir;
 
 /// The server environment variable that forces the Landlock-only fallback
@@ -93,7 +97,7 @@ impl Mechanism {
                     workspace: PathBuf::from("/"),
                     ..Plan::default()
                 };
-                build::build_here(&plan).map(drop)
+                build::build_here(&plan, None).map(drop)
             })
             .map_err(|e| e.to_string())
             .and_then(|h| {
@@ -106,6 +110,40 @@ impl Mechanism {
             Err(e) => Mechanism::LandlockOnly(format!("no mount namespace can be made: {e}")),
         }
     }
+}
+
+/// Whether the file system of `path` takes the id maps of `tools` (a
+/// writable rule there gets them, `plan::Bind::id_map`): tried on a detached
+/// clone of its mount (with the mounts beneath it, then alone), which is
+/// dropped; changes nothing. `Err` says why not, or what beneath it refuses.
+pub fn id_maps_available(path: &std::path::Path, tools: &ToolNamespace) -> Result<(), String> {
+    let fd = sys::clone_tree(path, true)
+        .map_err(|e| format!("cannot clone the mount of {}: {e}", path.display()))?;
+    match build::id_map(fd.as_fd(), tools.fd()) {
+        IdMapped::Whole => Ok(()),
+        IdMapped::TopOnly(why) => Err(format!(
+            "{} takes them, a mount beneath it does not ({why}): that mount stays plain",
+            path.display()
+        )),
+        IdMapped::No(why) => Err(format!(
+            "the file system of {} takes no id-mapped mounts ({why})",
+            path.display()
+        )),
+    }
+}
+
+/// How a bind that wanted the tools' id maps (`plan::Bind::id_map`) got them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdMapped {
+    /// On its mount and every mount beneath it.
+    Whole,
+    /// On its own mount; the mounts beneath it (other file systems) refused
+    /// them (why) and are plain binds.
+    TopOnly(String),
+    /// None: a plain bind (why): tools work there as the unprivileged host
+    /// ids they are (`identity::tools`), and what they make there is owned by
+    /// those ids on the host.
+    No(String),
 }
 
 /// Why a view could not be built.
@@ -124,11 +162,14 @@ pub enum ViewError {
 }
 
 /// A built view: its namespace (alive as long as this value), the workspace
-/// opened inside it, and what it protects now.
+/// opened inside it, what it protects now, and the tools' user namespace its
+/// id-mapped binds were made with (which its runs join).
 #[derive(Debug)]
 pub struct View {
     ns: OwnedFd,
     workspace: Arc<WorkDir>,
+    tools: Option<Arc<ToolNamespace>>,
+    not_id_mapped: Vec<(PathBuf, IdMapped)>,
     state: Mutex<State>,
     /// Held while the view is changed ([`View::refresh`], [`View::expose`]):
     /// one change at a time, each from the state the last one left.
@@ -166,6 +207,27 @@ pub struct Refreshed {
     /// Mount targets still not in place (skipped: a path swapped for a link
     /// meanwhile, or gone); tried again at the next refresh.
     pub pending: Vec<PathBuf>,
+}
+
+/// Says which binds that wanted the tools' id maps did not get them whole.
+fn log_not_id_mapped(list: &[(PathBuf, IdMapped)], tools: Option<&ToolNamespace>) {
+    if list.is_empty() {
+        return;
+    }
+    let paths = list
+        .iter()
+        .map(|(p, how)| match how {
+            IdMapped::TopOnly(why) => format!("{} (not the mounts beneath it: {why})", p.display()),
+            IdMapped::No(why) => format!("{} ({why})", p.display()),
+            IdMapped::Whole => p.display().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::warn!(
+        paths = %paths,
+        base = tools.map_or(0, |t| t.base()),
+        "filesystem view: binds without the tools' id maps (their file systems refuse them): tools work there as the unprivileged host ids they are, so they write only what those ids may, and what they make there is owned by them on the host"
+    );
 }
 
 /// The plan of `sources` with `extra` entries protected too.
@@ -209,14 +271,22 @@ impl View {
     /// Builds the view of `sources.rules` protecting what `sources` name.
     /// `extra` entries (root-only files, `rootonly`) are protected too but
     /// not part of [`View::protected`], which the rescan compares.
+    ///
+    /// Where the tools' user namespace is in force
+    /// (`identity::tools::in_force`), the binds that need them get its id
+    /// maps, and the view's runs join it.
     pub fn build(sources: &Sources, extra: &[Entry]) -> Result<View, ViewError> {
         let set = ProtectedSet::gather(sources);
         let plan = plan_for(&set, sources, extra);
-        let built = build::build(&plan)?;
+        let tools = crate::identity::tools::in_force().cloned();
+        let built = build::build(&plan, tools.clone())?;
+        log_not_id_mapped(&built.not_id_mapped, tools.as_deref());
         let ids = cover_ids(&plan, &set, extra);
         Ok(View {
             ns: built.ns,
             workspace: Arc::new(built.workspace),
+            tools,
+            not_id_mapped: built.not_id_mapped,
             state: Mutex::new(State {
                 set: Arc::new(set),
                 rules: sources.rules.clone(),
@@ -283,7 +353,7 @@ impl View {
         let (pending, roots) = if delta.is_empty() {
             (Vec::new(), Vec::new())
         } else {
-            let a = live::apply(self.ns.as_fd(), &delta)?;
+            let a = live::apply(self.ns.as_fd(), &delta, self.tools.clone())?;
             (a.pending, a.roots)
         };
         let mut merged = (*applied).clone();
@@ -401,7 +471,7 @@ impl View {
             binds,
             ..live::Delta::default()
         };
-        let a = live::apply(self.ns.as_fd(), &delta)?;
+        let a = live::apply(self.ns.as_fd(), &delta, self.tools.clone())?;
         let mut st = self.state.lock_unpoisoned();
         let mut merged = (*st.applied).clone();
         merged.skeleton.extend(delta.skeleton);
@@ -414,6 +484,17 @@ impl View {
         merged.binds.extend(added);
         st.applied = Arc::new(merged);
         Ok(n)
+    }
+
+    /// The tools' user namespace the view's confined runs join (`setns`
+    /// after entering the view), when a root server's tools run in one.
+    pub fn user_ns(&self) -> Option<BorrowedFd<'_>> {
+        self.tools.as_deref().map(ToolNamespace::fd)
+    }
+
+    /// The binds that wanted the tools' id maps and did not get them whole.
+    pub fn not_id_mapped(&self) -> &[(PathBuf, IdMapped)] {
+        &self.not_id_mapped
     }
 
     /// The view's mount namespace (for `setns` in the child).

@@ -63,6 +63,35 @@ pub struct Bind {
     /// and whose upper layer (and work directory) are made under this
     /// directory of the server's own state.
     pub layer: Option<PathBuf>,
+    /// Bound through the tools' id maps where a root server's tools run in
+    /// a user namespace of their own: a writable rule (but a device node
+    /// anyone may read and write), a tools directory, or a read-only rule
+    /// naming a path others may not read.
+    pub id_map: bool,
+}
+
+/// Whether a read-only rule path with metadata `m` needs the tools' id maps
+/// to be read by a tool that is neither its owner nor in its group (a root
+/// server's tool in its own user namespace): a file others may not read (or,
+/// being a program, not run), a directory they may not list or enter.
+pub fn needs_id_map(m: &std::fs::Metadata) -> bool {
+    let mode = m.mode();
+    if m.is_dir() {
+        mode & 0o005 != 0o005
+    } else {
+        mode & 0o004 == 0 || (mode & 0o111 != 0 && mode & 0o001 == 0)
+    }
+}
+
+/// Whether a writable rule path with metadata `m` needs the tools' id maps:
+/// always (the files a tool makes in it are root's on the host, and it may
+/// write what any owner in the mapped range owns), but for a device node
+/// that others may read and write (`/dev/null`): a device makes nothing,
+/// its mode alone decides who opens it, and `devtmpfs` takes no id maps.
+pub(crate) fn writable_needs_id_map(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let device = m.file_type().is_char_device() || m.file_type().is_block_device();
+    !device || m.mode() & 0o006 != 0o006
 }
 
 /// One entry of the skeleton.
@@ -104,6 +133,8 @@ pub struct Hole {
     pub dir: bool,
     /// Whether its rule is writable (else it is bound read-only).
     pub writable: bool,
+    /// As [`Bind::id_map`].
+    pub id_map: bool,
 }
 
 /// One mount over a protected path inside a bind.
@@ -151,6 +182,9 @@ pub struct Plan {
     /// stop it, so the server watches for them.
     pub creatable: Vec<PathBuf>,
 }
+
+/// The least mode of a skeleton directory.
+const SKELETON_MODE: u32 = 0o755;
 
 /// The `/proc` every view shows (read-only; Landlock still decides what a
 /// tool may read there): programs find themselves through `/proc/self/exe`,
@@ -215,6 +249,7 @@ impl Plan {
                     dir: m.is_dir(),
                     id: (m.dev(), m.ino()),
                     layer: None,
+                    id_map: writable_needs_id_map(&m),
                 })
             })
             .collect();
@@ -295,10 +330,18 @@ impl Plan {
                     .map(|r| (r, true))
                     .chain(rules.readable.iter().map(|r| (r, false)))
                     .filter(|(r, _)| r.starts_with(p) && *r != p)
-                    .map(|(r, writable)| Hole {
-                        path: r.clone(),
-                        dir: r.is_dir(),
-                        writable,
+                    .filter_map(|(r, writable)| {
+                        let m = std::fs::metadata(r).ok()?;
+                        Some(Hole {
+                            path: r.clone(),
+                            dir: m.is_dir(),
+                            writable,
+                            id_map: if writable {
+                                writable_needs_id_map(&m)
+                            } else {
+                                needs_id_map(&m)
+                            },
+                        })
                     })
                     .collect();
                 self.covers.push(Cover::HideDir(p.clone(), holes));
@@ -316,23 +359,43 @@ impl Plan {
 
 /// The binds of `rules`, outermost first: every rule path, except one that
 /// lies in a bind giving it as much already (a read-only rule inside any
-/// bind, a writable one inside a writable bind). A path named both ways is
-/// writable. `/proc` and `shown` are bound read-only unless a rule binds them.
-/// A copy-on-write cache is always bound, as an overlay with its layer under
-/// `layers`.
+/// bind, a writable one inside a writable bind; and, for a path that needs
+/// the tools' id maps, a bind that has them). A path named both ways is
+/// writable. `/proc` and `shown` are bound read-only unless a rule binds
+/// them; `shown` (the tools directories) always with the id maps, so that a
+/// tool file only its owner may run still runs. A copy-on-write cache is
+/// always bound, as an overlay with its layer under `layers`.
 fn binds(rules: &RulePaths, shown: &[PathBuf], layers: Option<&Path>) -> Vec<Bind> {
-    let mut all: Vec<(PathBuf, bool)> = rules
+    // (path, writable, shown), merged per path.
+    let mut all: Vec<(PathBuf, bool, bool)> = rules
         .writable
         .iter()
-        .map(|p| (p.clone(), true))
-        .chain(rules.readable.iter().map(|p| (p.clone(), false)))
-        .chain(shown.iter().map(|p| (p.clone(), false)))
-        .chain(std::iter::once((PathBuf::from(PROC), false)))
+        .map(|p| (p.clone(), true, false))
+        .chain(rules.readable.iter().map(|p| (p.clone(), false, false)))
+        .chain(shown.iter().map(|p| (p.clone(), false, true)))
+        .chain(std::iter::once((PathBuf::from(PROC), false, false)))
         .collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            earlier.1 |= later.1;
+            earlier.2 |= later.2;
+        }
+        same
+    });
     // Outermost first; at one path the writable rule first.
-    all.sort_by_key(|(p, w)| (p.components().count(), !*w, p.clone()));
+    all.sort_by_key(|(p, w, _)| (p.components().count(), !*w, p.clone()));
     let mut out: Vec<Bind> = Vec::new();
-    for (path, writable) in all {
+    for (path, writable, shown) in all {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let id_map = if writable {
+            writable_needs_id_map(&meta)
+        } else {
+            shown || (path != Path::new(PROC) && needs_id_map(&meta))
+        };
         let layer = layers
             .filter(|_| writable && rules.cow.contains(&path))
             .map(|l| super::caches::layer_of(l, &path));
@@ -341,19 +404,17 @@ fn binds(rules: &RulePaths, shown: &[PathBuf], layers: Option<&Path>) -> Vec<Bin
             .filter(|b| path.starts_with(&b.path))
             .max_by_key(|b| b.path.components().count());
         if let Some(b) = inner {
-            if (b.writable || !writable) && layer.is_none() {
+            if (b.writable || !writable) && (b.id_map || !id_map) && layer.is_none() {
                 continue;
             }
         }
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
         out.push(Bind {
             path,
             writable,
             dir: meta.is_dir(),
             id: (meta.dev(), meta.ino()),
             layer,
+            id_map,
         });
     }
     out
@@ -368,13 +429,17 @@ pub(crate) fn read_only_bind(path: &Path) -> Option<Bind> {
         dir: m.is_dir(),
         id: (m.dev(), m.ino()),
         layer: None,
+        id_map: needs_id_map(&m),
     })
 }
 
 /// The skeleton that leads to `binds`: each bind's missing ancestors as
-/// directories (mode and owner as on the host), its mount point (a directory
-/// or an empty file), and the `links` that lie outside every bind. Parents
-/// come before their children.
+/// directories (owner as on the host, mode as on the host with at least
+/// 0755: they hold nothing but mount points and links, and a tool that is
+/// not their owner must get through them, `/root` and a 0700 temporary
+/// directory included), its mount point (a directory or an empty file), and
+/// the `links` that lie outside every bind. Parents come before their
+/// children.
 pub(crate) fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
     let mut made: HashSet<PathBuf> = HashSet::new();
     let mut out = Vec::new();
@@ -387,8 +452,8 @@ pub(crate) fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
             }
             made.insert(a.to_path_buf());
             let (mode, uid, gid) = std::fs::metadata(a)
-                .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()))
-                .unwrap_or((0o755, 0, 0));
+                .map(|m| (m.mode() & 0o7777 | SKELETON_MODE, m.uid(), m.gid()))
+                .unwrap_or((SKELETON_MODE, 0, 0));
             out.push(Skel::Dir {
                 path: a.to_path_buf(),
                 mode,
@@ -409,8 +474,8 @@ pub(crate) fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
         made.insert(b.path.clone());
         if b.dir {
             let (mode, uid, gid) = std::fs::metadata(&b.path)
-                .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()))
-                .unwrap_or((0o755, 0, 0));
+                .map(|m| (m.mode() & 0o7777 | SKELETON_MODE, m.uid(), m.gid()))
+                .unwrap_or((SKELETON_MODE, 0, 0));
             out.push(Skel::Dir {
                 path: b.path.clone(),
                 mode,
@@ -534,6 +599,67 @@ mod tests {
                 (r.join("u/rw"), true),
             ]
         );
+    }
+
+    #[test]
+    fn binds_that_need_the_tools_id_maps_are_marked_and_bound_on_their_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_t, r) = tree();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        for d in ["w", "etc", "private", "tools"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        mode(&r.join("private"), 0o700);
+        for (f, m) in [("etc/open", 0o644), ("etc/key", 0o600), ("etc/prog", 0o744)] {
+            std::fs::write(r.join(f), "").unwrap();
+            mode(&r.join(f), m);
+        }
+        let rules = RulePaths {
+            writable: vec![r.join("w"), PathBuf::from("/dev/null")],
+            readable: vec![
+                r.join("etc"),
+                r.join("etc/open"),
+                r.join("etc/key"),
+                r.join("etc/prog"),
+                r.join("private"),
+            ],
+            links: Vec::new(),
+            cow: Vec::new(),
+        };
+        let b: Vec<(PathBuf, bool, bool)> = binds(&rules, &[r.join("tools"), r.join("etc")], None)
+            .into_iter()
+            .map(|b| (b.path, b.writable, b.id_map))
+            .collect();
+        let has = |p: PathBuf, w: bool, m: bool| assert!(b.contains(&(p, w, m)), "{b:?}");
+        has(PathBuf::from(PROC), false, false);
+        // A device anyone may read and write: no id maps.
+        has(PathBuf::from("/dev/null"), true, false);
+        has(r.join("w"), true, true);
+        // A tools directory, even one named by a rule too.
+        has(r.join("tools"), false, true);
+        has(r.join("etc"), false, true);
+        // A root-only directory named by a rule.
+        has(r.join("private"), false, true);
+        // Inside the read-only bind of /etc (mapped here as a tools
+        // directory too), nothing is bound again.
+        assert!(
+            !b.iter()
+                .any(|(p, _, _)| p.starts_with(r.join("etc")) && *p != r.join("etc")),
+            "{b:?}"
+        );
+        // Without the tools' mapping of /etc: the files others may not read
+        // (or run) get binds of their own, with the id maps.
+        let b: Vec<(PathBuf, bool, bool)> = binds(&rules, &[], None)
+            .into_iter()
+            .map(|b| (b.path, b.writable, b.id_map))
+            .collect();
+        let has = |p: PathBuf, w: bool, m: bool| assert!(b.contains(&(p, w, m)), "{b:?}");
+        has(r.join("etc"), false, false);
+        has(r.join("etc/key"), false, true);
+        has(r.join("etc/prog"), false, true);
+        assert!(!b.iter().any(|(p, _, _)| *p == r.join("etc/open")), "{b:?}");
     }
 
     #[test]

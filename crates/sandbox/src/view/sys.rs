@@ -24,6 +24,8 @@ const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
 /// `MOUNT_ATTR_NOEXEC`.
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+/// `MOUNT_ATTR_IDMAP`.
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 /// `FSOPEN_CLOEXEC`.
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 /// `FSMOUNT_CLOEXEC`.
@@ -140,6 +142,41 @@ pub(crate) fn make_tree_read_only(fd: BorrowedFd<'_>) -> io::Result<()> {
         MOUNT_ATTR_RDONLY,
         0,
     )
+}
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE?, {attr_set: IDMAP,
+/// userns_fd})`: the detached tree `fd` (each mount in it when `recursive`)
+/// shows its files' owners through the id maps of the user namespace
+/// `userns`. The kernel refuses with `EINVAL` a file system that takes no id
+/// maps (`devtmpfs`, `proc`, NFS, ...) anywhere in the tree, and with
+/// `EPERM` a mount that has them already.
+pub(crate) fn set_id_map(
+    fd: BorrowedFd<'_>,
+    userns: BorrowedFd<'_>,
+    recursive: bool,
+) -> io::Result<()> {
+    let c = CString::default();
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        userns_fd: userns.as_raw_fd() as u64,
+        ..MountAttr::default()
+    };
+    // Safety: as in `set_attr_flags`.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret).map(drop)
 }
 
 /// `mount_setattr(AT_FDCWD, path, AT_RECURSIVE?, {attr_set: RDONLY})`.

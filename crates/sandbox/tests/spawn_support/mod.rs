@@ -58,6 +58,7 @@ pub fn start_with(
         cwd: &cwd_c,
         cwd_fd: None,
         mount_ns: None,
+        user_ns: None,
         output: w.as_fd(),
         confinement,
         join: Default::default(),

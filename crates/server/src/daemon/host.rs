@@ -58,6 +58,21 @@ pub(super) fn filesystem_mechanism(force: Option<&str>, containment: &Containmen
     probed
 }
 
+/// A root server's confined tools run in their own user namespace only
+/// where they enter a view, whose id-mapped binds let them write their rules'
+/// files: then the namespace is put in force (the views bind through its id
+/// maps, the runs join it); else they run as root, as the log says.
+pub(super) fn settle_tools_identity(id: &mut Identity, view: &View) {
+    let Some(tools) = id.tools().cloned() else {
+        return;
+    };
+    if view.is_view() {
+        toolsrv_sandbox::identity::tools::put_in_force(tools);
+    } else {
+        id.without_tools_namespace(toolsrv_sandbox::identity::NO_VIEW.to_string());
+    }
+}
+
 /// What this server confines its tools with (its `doctor` file): the
 /// filesystem view is probed with a throwaway thread (`unshare(CLONE_NEWNS)`).
 pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Containment) -> Facts {
@@ -70,6 +85,9 @@ pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Contain
         identity: id.mode(),
         ids: (id.uid(), id.gid()),
         identity_reason: id.reason().map(str::to_string),
+        tool_ids: id
+            .tools()
+            .map(|t| toolsrv_sandbox::doctor::ToolIds::of(t, &config.cwd)),
         filesystem_view: match &config.filesystem {
             View::MountNamespace => Ok(()),
             View::LandlockOnly(why) => Err(why.clone()),

@@ -97,7 +97,8 @@ impl Daemon {
         // A server that is not root enters its own user namespace here, so
         // that its tools keep its uid and gid and the namespaces below need
         // no user namespace per run.
-        let identity =
+        // A root server makes its tools' user namespace here (a helper child).
+        let mut identity =
             Identity::establish(inherited.userns.as_deref()).map_err(DaemonError::Identity)?;
         // Before any thread exists: make this server's groups (and remove
         // those of dead servers), fork the watchdog that tears them down if
@@ -105,6 +106,7 @@ impl Daemon {
         // start.
         let containment = Arc::new(Containment::start(inherited.containment.as_deref()));
         config.filesystem = host::filesystem_mechanism(inherited.view.as_deref(), &containment);
+        host::settle_tools_identity(&mut identity, &config.filesystem);
         config.facts = Some(host::server_facts(&config, &identity, &containment));
         config.presence = true;
         let watchdog = host::start_watchdog(&config, &containment, inherited.activated);

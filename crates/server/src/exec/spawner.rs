@@ -173,6 +173,10 @@ impl Spawner {
             cwd: &job.cwd,
             cwd_fd: Some(job.workdir.fd()),
             mount_ns: job.view.as_deref().map(toolsrv_sandbox::view::View::ns),
+            user_ns: job
+                .view
+                .as_deref()
+                .and_then(toolsrv_sandbox::view::View::user_ns),
             output: std::os::fd::AsFd::as_fd(&*job.output),
             confinement: job.confinement.as_deref(),
             join: job.join,

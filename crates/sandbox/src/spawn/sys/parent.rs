@@ -69,6 +69,13 @@ pub(crate) fn on_fork_child(handler: unsafe extern "C" fn()) {
     unsafe { libc::pthread_atfork(None, None, Some(handler)) };
 }
 
+/// `prctl(PR_GET_DUMPABLE) == 1`: whether this process may be dumped and
+/// traced by its owner.
+pub(crate) fn dumpable() -> bool {
+    // Safety: PR_GET_DUMPABLE takes no pointers.
+    unsafe { libc::prctl(libc::PR_GET_DUMPABLE) == 1 }
+}
+
 /// This process's pid.
 pub(crate) fn getpid() -> libc::pid_t {
     // Safety: getpid has no preconditions.

@@ -149,10 +149,14 @@ impl Views {
         }
     }
 
-    /// On a server running as root: the root-only files under the read
-    /// rules (hidden unless a rule names them; CONTRACT §13).
+    /// On a server running as root whose tools run as root (no tools' user
+    /// namespace, `identity::tools`, whose ids make ordinary permission
+    /// checks hide these): the root-only files under the read rules (hidden
+    /// unless a rule names them; CONTRACT §13).
     fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
-        if toolsrv_base::effective_uid() != 0 {
+        if toolsrv_base::effective_uid() != 0
+            || toolsrv_sandbox::identity::tools::in_force().is_some()
+        {
             return Vec::new();
         }
         let mut cache = self.root_only.lock_unpoisoned();
