@@ -48,5 +48,5 @@ mod sandbox_view;
 mod socket;
 mod syscall_budget;
 mod tools;
-mod watch;
 mod unprivileged;
+mod watch;

@@ -13,7 +13,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,6 +49,12 @@ impl<'a> Mapper<'a> {
             tools,
             not_id_mapped: Vec::new(),
         }
+    }
+
+    /// The host id the tools' root is, when a bind that `wants` the id maps
+    /// gets them.
+    fn host_root(&self, wants: bool) -> Option<u32> {
+        self.tools.filter(|_| wants).map(ToolNamespace::base)
     }
 
     /// The id maps on the clone `fd` of `path` when it `wants` them.
@@ -231,30 +237,58 @@ pub(crate) fn cow_roots(binds: &[Bind]) -> Result<Vec<(PathBuf, OwnedFd)>, ViewE
 /// layer's `upper` and `work` made first, owner-only). `None` when the path
 /// went away meanwhile.
 pub(crate) fn source(b: &Bind, mapper: &mut Mapper<'_>) -> Result<Option<OwnedFd>, ViewError> {
-    let made = match &b.layer {
-        None => sys::clone_tree(&b.path, true),
-        Some(layer) => {
-            let (upper, work) = (layer.join("upper"), layer.join("work"));
-            for d in [&upper, &work] {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(d)
-                    .map_err(step("make a cache layer", d))?;
+    let Some(layer) = &b.layer else {
+        return match sys::clone_tree(&b.path, true) {
+            Ok(fd) => {
+                mapper.map(fd.as_fd(), b.id_map, &b.path);
+                Ok(Some(fd))
             }
-            let userxattr = toolsrv_base::effective_uid() != 0;
-            sys::detached_overlay(&b.path, &upper, &work, userxattr)
-        }
+            Err(e) if gone(&e) => Ok(None),
+            Err(e) => Err(step("clone a rule path", &b.path)(e)),
+        };
     };
-    match made {
-        Ok(fd) => {
-            mapper.map(fd.as_fd(), b.id_map, &b.path);
-            Ok(Some(fd))
-        }
-        Err(e) if gone(&e) => Ok(None),
-        Err(e) if b.layer.is_some() => Err(step("mount a cache copy-on-write", &b.path)(e)),
-        Err(e) => Err(step("clone a rule path", &b.path)(e)),
+    let lower = match sys::clone_tree(&b.path, false) {
+        Ok(fd) => fd,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(step("clone a cache", &b.path)(e)),
+    };
+    let meta = std::fs::metadata(&b.path).map_err(step("look at a cache", &b.path))?;
+    for d in ["upper", "work"] {
+        let at = layer.join(d);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&at)
+            .map_err(step("make a cache layer", &at))?;
     }
+    // The overlay's root shows the upper layer's mode and owner: the
+    // cache's mode, and its owner as the tools see it (where a root
+    // server's tools run in their own user namespace, the host id their
+    // root is, which is what the id-mapped lower layer shows too).
+    let upper = layer.join("upper");
+    let (uid, gid) = match mapper.host_root(b.id_map) {
+        Some(id) => (id, id),
+        None => (meta.uid(), meta.gid()),
+    };
+    std::fs::set_permissions(
+        &upper,
+        std::fs::Permissions::from_mode(meta.mode() & 0o7777),
+    )
+    .and_then(|()| std::os::unix::fs::chown(&upper, Some(uid), Some(gid)))
+    .map_err(step("make a cache layer", &upper))?;
+    let layers = sys::clone_tree(layer, false).map_err(step("clone a cache layer", layer))?;
+    // Overlayfs takes id-mapped layers, not id maps of its own; its upper
+    // layer and work directory are written with the server's credentials,
+    // so only the lower layer is mapped.
+    mapper.map(lower.as_fd(), b.id_map, &b.path);
+    let open = |name: &str| {
+        sys::open_dir_at(layers.as_fd(), Path::new(name)).map_err(step("open a cache layer", layer))
+    };
+    let (up, work) = (open("upper")?, open("work")?);
+    let userxattr = toolsrv_base::effective_uid() != 0;
+    sys::detached_overlay(lower.as_fd(), up.as_fd(), work.as_fd(), userxattr)
+        .map(Some)
+        .map_err(step("mount a cache copy-on-write", &b.path))
 }
 
 /// Attaches the clone `fd` of the bind `b` at its path (relative to the

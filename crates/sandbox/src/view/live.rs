@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 use super::build::{
     attach_bind, clone_holes, cover, cow_roots, empty_file, pin, place, source, step, Mapper,
 };
-use crate::identity::ToolNamespace;
-use std::sync::Arc;
 use super::plan::{Bind, Cover, Hole, Skel};
 use super::sys;
 use super::ViewError;
+use crate::identity::ToolNamespace;
+use std::sync::Arc;
 
 /// What to add to a view.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

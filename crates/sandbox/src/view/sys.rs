@@ -34,6 +34,8 @@ const FSMOUNT_CLOEXEC: libc::c_uint = 1;
 const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 /// `FSCONFIG_SET_STRING`.
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
+/// `FSCONFIG_SET_FD`.
+const FSCONFIG_SET_FD: libc::c_uint = 5;
 /// `FSCONFIG_CMD_CREATE`.
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
@@ -402,37 +404,52 @@ pub(crate) fn make_writable(path: &Path) -> io::Result<()> {
     set_attr(libc::AT_FDCWD, &c, false, 0, MOUNT_ATTR_RDONLY)
 }
 
-/// A detached overlay whose lower layer is `lower` (read as it is) and
-/// whose upper layer and work directory are `upper` and `work` (existing,
-/// empty at first, on one filesystem). With `userxattr` (a server in a user
-/// namespace of its own) overlayfs keeps its bookkeeping in `user.`
-/// extended attributes.
+/// A detached overlay whose lower layer is the mount `lower` (read as it
+/// is) and whose upper layer and work directory are the directories
+/// `upper` and `work` (on one filesystem, empty at first), each given as a
+/// descriptor (a detached clone, id-mapped where a root server's tools need
+/// it: overlayfs takes id-mapped layers, not id maps of its own). With
+/// `userxattr` (a server in a user namespace of its own) overlayfs keeps its
+/// bookkeeping in `user.` extended attributes.
 pub(crate) fn detached_overlay(
-    lower: &Path,
-    upper: &Path,
-    work: &Path,
+    lower: BorrowedFd<'_>,
+    upper: BorrowedFd<'_>,
+    work: BorrowedFd<'_>,
     userxattr: bool,
 ) -> io::Result<OwnedFd> {
     // Safety: the name is NUL-terminated.
     let fs =
         owned(unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) })?;
-    let set = |key: &std::ffi::CStr, value: Option<&Path>| -> io::Result<()> {
-        let v = value.map(c_path).transpose()?;
-        let (cmd, vp) = match &v {
-            Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
-            None => (FSCONFIG_SET_FLAG, std::ptr::null()),
-        };
-        // Safety: key and value are NUL-terminated and outlive the call.
+    for (key, fd) in [
+        (c"lowerdir+", lower),
+        (c"upperdir", upper),
+        (c"workdir", work),
+    ] {
+        // Safety: the key is NUL-terminated; the value is unused with a
+        // descriptor.
         check(unsafe {
-            libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), vp, 0)
-        })
-        .map(drop)
-    };
-    set(c"lowerdir+", Some(lower))?;
-    set(c"upperdir", Some(upper))?;
-    set(c"workdir", Some(work))?;
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_FD,
+                key.as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                fd.as_raw_fd(),
+            )
+        })?;
+    }
     if userxattr {
-        set(c"userxattr", None)?;
+        // Safety: the key is NUL-terminated; a flag has no value.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_FLAG,
+                c"userxattr".as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            )
+        })?;
     }
     // Safety: no pointers.
     check(unsafe {
@@ -447,6 +464,23 @@ pub(crate) fn detached_overlay(
     })?;
     // Safety: no pointers.
     owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) })
+}
+
+/// `openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW)`: a directory in
+/// the (detached) tree `dir`.
+pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+    let c = c_path(name)?;
+    // Safety: `c` is NUL-terminated and outlives the call.
+    owned(
+        unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        }
+        .into(),
+    )
 }
 
 /// `open(path, O_PATH | O_NOFOLLOW)`: what is at `path` in this thread's
