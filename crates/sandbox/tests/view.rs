@@ -28,6 +28,7 @@ fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
         cwd_fd: Some(view.workspace().fd()),
         mount_ns: Some(view.ns()),
         output: w.as_fd(),
+        files: &[],
         confinement: None,
         join: Default::default(),
     };

@@ -157,8 +157,11 @@ pub struct CallArgs {
     pub no_stream: bool,
     /// The tool name.
     pub tool: String,
-    /// Arguments as key=value (values may contain anything, including `=`).
-    pub args: Vec<String>,
+    /// Arguments as key=value (values may contain anything, including `=`);
+    /// key=@FILE takes the value from FILE, key=@- from standard input, and
+    /// key=@@text is the value @text.
+    #[arg(value_name = "KEY=VALUE", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// `toolsrv remote up` flags.

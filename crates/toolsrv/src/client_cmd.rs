@@ -320,7 +320,28 @@ fn describe_pending(r: &toolsrv_protocol::BypassRequest) -> String {
     for (name, value) in &r.request_env {
         text.push_str(&format!("\n    request env: {}={}", t(name), t(value)));
     }
+    for (name, value) in &r.files {
+        text.push_str(&format!("\n    {}: {}", t(name), t(&file_preview(value))));
+    }
     text
+}
+
+/// The start of a `file: true` argument's value for the terminal: at most
+/// 400 bytes, and how long it is when that is not all.
+fn file_preview(value: &str) -> String {
+    const SHOWN: usize = 400;
+    if value.len() <= SHOWN {
+        return value.to_string();
+    }
+    let mut end = SHOWN;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} bytes in all; `toolsrv --json pending` shows every byte)",
+        &value[..end],
+        value.len()
+    )
 }
 
 /// `rwxr-xr-x` from permission bits.

@@ -987,3 +987,43 @@ fn assert_resolved_or_withdrawn(o: &mut Raw, id: &str) {
         Err(format!("unknown bypass request \"{id}\""))
     );
 }
+
+/// A bypass request of a tool with `file: true` arguments shows their values
+/// (the command names them only by path): what the observer approves is what
+/// is written.
+#[test]
+fn pending_request_shows_the_values_of_file_arguments() {
+    let (srv, mut a) = session(&[]);
+    a.write("ctl", "load a1 file_write")
+        .expect("load file_write");
+    let mut o = srv.attached();
+    open_pending(&mut o, 1);
+    let content = "approved text\n".repeat(2_000);
+    let payload = toolsrv_protocol::encode_payload(&[
+        ("tool", "file_write"),
+        ("agent", "a1"),
+        ("bypass", "true"),
+        ("path", "w.txt"),
+        ("content", &content),
+    ]);
+    let tag = start_call(&mut a, 71, &payload);
+    let req = next_request(&mut o, 1);
+    assert_eq!(
+        req["files"]["content"],
+        content.as_str(),
+        "files of {}",
+        req["command"]
+    );
+    let command = req["command"].as_str().expect("command");
+    assert!(
+        command.contains("--content-file /proc/self/fd/3"),
+        "{command}"
+    );
+    approve(&mut o, &id_of(&req));
+    let (is_error, text) = result_text(&finish_call(&mut a, tag));
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(srv.cwd().join("w.txt")).expect("read"),
+        content
+    );
+}

@@ -15,6 +15,7 @@ mod help;
 mod hostile;
 mod identity;
 mod interop;
+mod large_args;
 mod lifecycle;
 mod lifecycle_idle;
 mod lifecycle_ollie;

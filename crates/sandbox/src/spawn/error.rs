@@ -86,6 +86,7 @@ pub(super) fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) ->
             setup("mapping the server's uid and gid in the run's user namespace")
         }
         Some(Stage::View) => setup("entering the filesystem view"),
+        Some(Stage::Files) => setup("the argument files"),
         None => SpawnError::UnknownStage(stage),
     }
 }

@@ -44,6 +44,14 @@ pub(crate) enum RunError {
     /// The output pipe could not be watched.
     #[error("cannot watch the output pipe: {0}")]
     WatchPipe(#[source] std::io::Error),
+    /// A `file: true` argument's file could not be made.
+    #[error("cannot put argument {name} in a file: {source}")]
+    ArgFile {
+        /// The argument.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The child could not be reaped.
     #[error("cannot reap the process")]
     Reap,
@@ -221,6 +229,7 @@ impl Executor {
         prep: &Prepared,
     ) -> Result<(Run, Child, Output), RunError> {
         let (program, argv, envp, cwd) = prep.c_strings()?;
+        let files = prep.arg_files()?;
         let (rd, wr) = pipe().map_err(RunError::Pipe)?;
         // Registered before the spawn: the child starts (on this CPU, as a
         // rule) once this thread waits, and this is one thing less between.
@@ -238,6 +247,7 @@ impl Executor {
             cwd,
             workdir: prep.workdir.clone(),
             output: wr.clone(),
+            files,
             confinement: prep.confinement.clone(),
             join,
             view: prep.view.clone(),
