@@ -97,10 +97,7 @@ fn client(rel: &str, what: &str) -> Option<PathBuf> {
     if p.exists() {
         return Some(p);
     }
-    toolsrv_testkit::skip::missing_prerequisite(&format!(
-        "{what} at {} (npm; .ci/run installs it)",
-        p.display()
-    ));
+    toolsrv_testkit::skip::missing_prerequisite(&format!("{what} at {} (npm)", p.display()));
     None
 }
 
