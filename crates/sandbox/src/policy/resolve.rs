@@ -107,9 +107,11 @@ impl Policy {
             }
         }
         let protected = carve_files.map_or_else(Vec::new, |files| carved_paths(ctx, files));
+        let mut ro = resolve_list(&fs.ro, ctx, &mut ids);
+        ro.extend(self.env_granted(ctx, &protected));
         let mut list = Vec::new();
         let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
-        let ro = carved(resolve_list(&fs.ro, ctx, &mut ids));
+        let ro = carved(ro);
         let rox = carved(rox);
         let rw = carved(resolve_list(&fs.rw, ctx, &mut ids));
         let rwx = carved(resolve_list(&fs.rwx, ctx, &mut ids));
@@ -134,6 +136,18 @@ impl Policy {
             workdir: ctx.workdir.clone(),
             ids,
         }
+    }
+
+    /// What the passed-through variables name that exists, canonical, for
+    /// the `ro` list (`policy::env_paths`); never a path that is or lies in
+    /// one of `protected` (a rule naming a protected path grants it, and
+    /// these are nobody's rules).
+    fn env_granted(&self, ctx: &PathContext, protected: &[PathBuf]) -> Vec<PathBuf> {
+        self.env_named_paths(ctx)
+            .into_iter()
+            .filter_map(|(_, p)| existing(&p))
+            .filter(|p| !protected.iter().any(|q| p.starts_with(q)))
+            .collect()
     }
 
     /// The allowlisted variables that are set in `own_env`, in allowlist order.
