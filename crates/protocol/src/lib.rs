@@ -20,7 +20,7 @@ pub use duration::{format_duration, parse_duration, DurationError, DurationReaso
 pub use limits::{deserialize_policy_limits, format_size, limit_reached_line, LimitName, Limits};
 pub use payload::{
     convert_args, encode_payload, escape_value, parse_payload, unescape_value, validate_agent_id,
-    validate_tool_name, NameError, Payload, PayloadError,
+    validate_tool_name, NameError, Payload, PayloadError, AGENT_ID_RULE, TOOL_NAME_RULE,
 };
 pub use procstat::{ProcStat, ProcState};
 pub use refusal::CwdRefusal;

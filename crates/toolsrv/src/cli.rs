@@ -50,6 +50,19 @@ pub struct Global {
     pub json: bool,
 }
 
+/// An agent ID as the server takes it, or why not (which characters are).
+fn agent_id(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err(format!(
+            "the agent ID is empty: {}",
+            toolsrv_protocol::AGENT_ID_RULE
+        ));
+    }
+    toolsrv_protocol::validate_agent_id(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     toolsrv_protocol::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -130,7 +143,7 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct CallArgs {
     /// The agent ID the call runs for (the tool is loaded for it if it is not yet).
-    #[arg(long, default_value = "cli")]
+    #[arg(long, default_value = "cli", value_parser = agent_id)]
     pub agent: String,
     /// A session ID (for completion messages of background runs).
     #[arg(long)]
@@ -225,7 +238,7 @@ pub struct McpArgs {
     /// The agent ID whose loaded tools are served. Without --load, only the
     /// tools already loaded for it (`toolsrv load A TOOL...`) are listed: none
     /// for a new agent.
-    #[arg(long)]
+    #[arg(long, value_parser = agent_id)]
     pub agent: String,
     /// A session ID sent with every call.
     #[arg(long)]
@@ -300,12 +313,13 @@ pub enum Command {
     /// List the tools loaded for an agent.
     Tools {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
     },
     /// Show a tool's description and parameters (loading it for the agent if needed).
     Describe {
         /// The agent ID the tool is loaded for.
-        #[arg(long, default_value = "cli")]
+        #[arg(long, default_value = "cli", value_parser = agent_id)]
         agent: String,
         /// The tool name.
         tool: String,
@@ -313,11 +327,13 @@ pub enum Command {
     /// Show an agent's registry revision.
     Rev {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
     },
     /// Load tools for an agent.
     Load {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
         /// Tool names.
         #[arg(required = true)]
@@ -326,6 +342,7 @@ pub enum Command {
     /// Unload tools for an agent.
     Unload {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
         /// Tool names.
         #[arg(required = true)]
@@ -338,7 +355,7 @@ pub enum Command {
     /// List processes (all, or one agent's).
     Ps {
         /// Only this agent's processes.
-        #[arg(long)]
+        #[arg(long, value_parser = agent_id)]
         agent: Option<String>,
         /// Only processes still running (or awaiting approval).
         #[arg(long)]

@@ -26,6 +26,7 @@ mod malformed;
 mod mcp;
 mod mcp_hint;
 mod mcp_limits;
+mod messages;
 mod namespace;
 mod pipelining;
 mod procs;

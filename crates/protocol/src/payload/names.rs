@@ -133,8 +133,13 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert_eq!(NameError::InvalidAgentId.to_string(), "invalid agent ID");
-        assert_eq!(NameError::InvalidToolName.to_string(), "invalid tool name");
+        assert_eq!(
+            NameError::InvalidAgentId.to_string(),
+            "invalid agent ID: an agent ID is 1 to 128 characters, each a letter (A-Z, a-z), a digit or one of . _ : @ - (and not \".\" or \"..\")"
+        );
+        assert!(NameError::InvalidToolName
+            .to_string()
+            .starts_with("invalid tool name: a tool name is 1 to 128 characters"));
     }
 
     #[test]

@@ -146,7 +146,7 @@ fn parse_timeout(value: &str) -> Result<Duration, PayloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::NameError;
+    use crate::payload::{NameError, AGENT_ID_RULE, TOOL_NAME_RULE};
 
     fn parse(text: &str) -> Result<Payload, String> {
         parse_payload(text.as_bytes()).map_err(|e| e.to_string())
@@ -396,13 +396,22 @@ mod tests {
             parse_payload(b"tool=a b\nagent=a"),
             Err(PayloadError::Name(NameError::InvalidToolName))
         );
-        assert_eq!(err("tool=\nagent=a"), "invalid tool name");
-        assert_eq!(err("tool=t\nagent=x/y"), "invalid agent ID");
+        assert_eq!(
+            err("tool=\nagent=a"),
+            format!("invalid tool name: {TOOL_NAME_RULE}")
+        );
+        assert_eq!(
+            err("tool=t\nagent=x/y"),
+            format!("invalid agent ID: {AGENT_ID_RULE}")
+        );
         assert_eq!(
             err(&format!("tool=t\nagent={}", "a".repeat(129))),
-            "invalid agent ID"
+            format!("invalid agent ID: {AGENT_ID_RULE}")
         );
         // Names are unescaped before validation: an escaped newline is still invalid.
-        assert_eq!(err("tool=t\\n\nagent=a"), "invalid tool name");
+        assert_eq!(
+            err("tool=t\\n\nagent=a"),
+            format!("invalid tool name: {TOOL_NAME_RULE}")
+        );
     }
 }

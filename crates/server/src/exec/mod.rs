@@ -16,6 +16,7 @@
 mod cache;
 mod env;
 mod prepare;
+mod refusals;
 pub(crate) mod result;
 mod run;
 mod spawner;

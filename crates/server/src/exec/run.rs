@@ -170,7 +170,12 @@ impl Executor {
     pub(crate) async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
         let mut leftovers = Leftovers::default();
         let (state, code) = match self.run_inner(proc, prep, &mut leftovers).await {
-            Ok(r) => r,
+            Ok(r) => {
+                if prep.confinement.is_some() {
+                    self.note_protected_refusals(proc, prep);
+                }
+                r
+            }
             Err(e) => {
                 proc.output.push(e.to_string().as_bytes());
                 (ProcState::Failed, 127)
@@ -351,6 +356,36 @@ impl Executor {
             record_limits_reached(proc, &limits, &hits);
         }
         Ok(outcome)
+    }
+
+    /// The `[toolsrv: <path>: …]` lines for the protected paths the tool's
+    /// output says were refused (`exec::refusals`): kept with the process
+    /// like the limit lines, and appended to a background process's output.
+    fn note_protected_refusals(&self, proc: &Proc, prep: &Prepared) {
+        if proc.output.retained() > super::refusals::SEARCHED as u64 {
+            return;
+        }
+        let output = proc.output.snapshot();
+        let lines = super::refusals::notes(&output, &prep.cwd, |p| match &prep.view {
+            Some(v) => v.protected().covering(p).map(|e| {
+                let hidden = matches!(e.kind, toolsrv_sandbox::view::Kind::Hidden);
+                (e.path.clone(), hidden)
+            }),
+            None => self
+                .carved
+                .iter()
+                .find(|c| p.starts_with(c))
+                .map(|c| (c.clone(), true)),
+        });
+        if lines.is_empty() {
+            return;
+        }
+        if proc.spec.background {
+            for l in &lines {
+                proc.output.push(format!("\n{l}\n").as_bytes());
+            }
+        }
+        proc.append_last_lines(lines);
     }
 
     /// Kill and reap a child we cannot watch; returns `msg`.
