@@ -30,11 +30,14 @@ pub(crate) fn doctor_file(
     Generated(move || {
         let store = &server.executor.policy;
         let path = store.path().map(|p| p.display().to_string());
-        let report = toolsrv_sandbox::doctor::Report::evaluate(
+        let mut report = toolsrv_sandbox::doctor::Report::evaluate(
             &server.facts,
             &store.current(),
             path.as_deref(),
         );
+        if let Some((why, loaded)) = store.not_reloaded() {
+            report.policy_not_reloaded(&why, loaded);
+        }
         to_json(&report)
     })
 }
