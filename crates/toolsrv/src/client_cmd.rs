@@ -203,10 +203,16 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
                     for_terminal(&path)
                 );
             }
-            let data = client
+            let mut data = client
                 .read_file(&path)
                 .await
                 .with_context(|| format!("cannot read {}", for_terminal(&path)))?;
+            // The namespace's JSON files (`info`, `all`, `doctor`) end
+            // without a newline; text gets one, so the shell's prompt starts
+            // on a line of its own. Other bytes are left as they are.
+            if !data.is_empty() && !data.ends_with(b"\n") && std::str::from_utf8(&data).is_ok() {
+                data.push(b'\n');
+            }
             write_raw(&data)?;
         }
     }

@@ -182,3 +182,11 @@ fn an_argument_that_is_not_utf8_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn cat_of_a_json_file_ends_with_a_newline() {
+    let srv = Server::start(&["--no-auth"]);
+    let (code, out, err) = run(&srv, &["cat", "info"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("{\"") && out.ends_with("}\n"), "{out:?}");
+}

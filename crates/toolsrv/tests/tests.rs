@@ -36,6 +36,7 @@ mod procs_ctl;
 mod procs_output;
 mod procs_util;
 mod procs_wakeups;
+mod protocol_python;
 mod remote;
 mod remote_holes;
 mod remote_util;
