@@ -4,7 +4,7 @@
 //! the tools directory with a stat-keyed cache, and the embedded built-in
 //! tool set.
 //!
-//! The format is specified in `TOOLS.md` ("Tool metadata"); the design
+//! The format is specified in `docs/tools.md`; the design
 //! decisions this crate makes where the spec is open are in
 //! `docs/metadata.md`.
 

@@ -1,5 +1,5 @@
 //! The bypass broker's JSON messages: `bypass/pending` requests and `bypass/resolve`
-//! resolutions (CONTRACT §8).
+//! resolutions (docs/protocol.md, "Bypass requests").
 
 use std::collections::BTreeMap;
 

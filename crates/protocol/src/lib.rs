@@ -1,4 +1,4 @@
-//! toolsrv protocol types shared by server and client (CONTRACT §6–§9): the request payload
+//! toolsrv protocol types shared by server and client (docs/protocol.md): the request payload
 //! and its parser, [`ToolResult`], [`ProcStat`], [`ToolInfo`], the bypass broker's messages,
 //! completion messages, and Go-style durations and byte sizes.
 

@@ -1,5 +1,5 @@
 //! What this host, or a running server, enforces of a policy, and what is
-//! missing (`toolsrv doctor`, CONTRACT §17): [`Facts`] are gathered (from
+//! missing (`toolsrv doctor`, docs/cli.md): [`Facts`] are gathered (from
 //! the host with [`Facts::host`], or by the server from what it set up at
 //! startup), then [`Report::evaluate`] holds them against a policy.
 //!
@@ -41,7 +41,7 @@ pub struct Facts {
     pub ids: (u32, u32),
     /// Why the server is not in its own user namespace (not root, not in one).
     pub identity_reason: Option<String>,
-    /// Whether the filesystem view (a mount namespace, CONTRACT §13) is in
+    /// Whether the filesystem view (a mount namespace, docs/policy-format.md, "Protected paths") is in
     /// use, or why the Landlock-only fallback is.
     pub filesystem_view: Result<(), String>,
     /// Whether tools run without Landlock and seccomp (`serve --yolo`).
@@ -124,11 +124,11 @@ pub struct Report {
     pub containment: Containment,
     /// The identity tools run under.
     pub identity: IdentityFacts,
-    /// Filesystem protection (CONTRACT §13).
+    /// Filesystem protection (docs/policy-format.md, "Protected paths").
     pub filesystem: Mechanism,
-    /// Network restriction (CONTRACT §14).
+    /// Network restriction (docs/policy-format.md, "network").
     pub network: Network,
-    /// Whether filesystem denials can be observed (CONTRACT §15).
+    /// Whether filesystem denials can be observed (docs/policy-format.md).
     pub denials: Denials,
     /// What is missing, and what to change.
     pub missing: Vec<Missing>,
@@ -232,7 +232,7 @@ pub struct Network {
     pub no_network: bool,
     /// Whether `bind_tcp`/`connect_tcp` are enforced (Landlock ABI 4).
     pub tcp_ports: bool,
-    /// Network by domain through a proxy (CONTRACT §14): not in this version.
+    /// Network by domain through a proxy (docs/policy-format.md, "network"): not in this version.
     pub domains: String,
 }
 

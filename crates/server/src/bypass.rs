@@ -1,4 +1,4 @@
-//! The bypass broker (architecture, "Bypass namespace"; CONTRACT §8): requests for
+//! The bypass broker (architecture, "Bypass namespace"; docs/protocol.md, "Bypass requests"): requests for
 //! unsandboxed runs wait here until a human observer approves or rejects them.
 //!
 //! Separate from sandbox execution: the executor resolves a request completely

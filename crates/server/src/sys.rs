@@ -362,8 +362,8 @@ pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<b
 /// blocks) goes back to the system when it is freed. glibc's default
 /// threshold rises with every such block freed, after which they come from
 /// the heap, whose freed pages it keeps: the server's memory then stays at
-/// its high-water mark instead of following the retention budget (CONTRACT
-/// §12). Call while single-threaded.
+/// its high-water mark instead of following the retention budget (docs/containment.md
+///). Call while single-threaded.
 pub(crate) fn map_large_allocations() {
     #[cfg(target_env = "gnu")]
     // Safety: mallopt only changes a tuning parameter of the allocator.

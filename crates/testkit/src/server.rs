@@ -76,7 +76,7 @@ enum Ready {
 /// (`toolsrv.sock`), the log (`server.log`), the Ollie config directory
 /// (`cfg`) and the tools (`tools/`). Its `--cwd` is `<home>/cwd` unless
 /// given: the socket, tools and config are kept out of the cwd because the
-/// server carves them out of every sandbox rule (CONTRACT §12), and inside
+/// server carves them out of every sandbox rule (docs/containment.md), and inside
 /// the cwd tools could not create files at its top level.
 pub struct Launch {
     bin: PathBuf,

@@ -1,4 +1,4 @@
-//! The command line (CONTRACT §1 and §10). Parsing only; `serve` and the client
+//! The command line (docs/cli.md; docs/cli.md, "The client"). Parsing only; `serve` and the client
 //! commands validate and resolve what they get.
 
 use std::path::PathBuf;
@@ -71,7 +71,7 @@ fn size(s: &str) -> Result<u64, String> {
     toolsrv_protocol::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// `toolsrv serve` flags (CONTRACT §1).
+/// `toolsrv serve` flags (docs/cli.md).
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The Unix socket to listen on.

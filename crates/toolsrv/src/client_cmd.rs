@@ -1,4 +1,4 @@
-//! The client subcommands (CONTRACT §10).
+//! The client subcommands (docs/cli.md, "The client").
 
 use std::process::ExitCode;
 
@@ -307,7 +307,7 @@ async fn pending(client: &Client, global: &Global, follow: bool) -> Result<()> {
 }
 
 /// A pending request for a human: what it is, the command, and the request's
-/// own `env.NAME` fields, every field escaped for the terminal (CONTRACT §8).
+/// own `env.NAME` fields, every field escaped for the terminal (docs/protocol.md, "Bypass requests").
 fn describe_pending(r: &toolsrv_protocol::BypassRequest) -> String {
     let t = |s: &str| for_terminal(s).into_owned();
     let mut text = format!(

@@ -1,6 +1,6 @@
 //! Which server the client commands talk to (`--socket`, `$TOOLSRV_SOCKET`; a
 //! local socket or an `ssh://` address), and connecting to it with the right
-//! secret (CONTRACT §10).
+//! secret (docs/cli.md, "The client").
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! `toolsrv doctor`: what this host enforces of a policy and, with
 //! `--socket`, what the running server reports about itself (its `doctor`
-//! file); what is missing and what to change (CONTRACT §17, docs/cli.md).
+//! file); what is missing and what to change (docs/cli.md, docs/cli.md).
 //!
 //! Exit status: 0 when everything the policy asks for is enforced (judged as
 //! `general.best_effort: false` would), 1 otherwise or when the policy or the

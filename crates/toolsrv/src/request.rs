@@ -10,7 +10,7 @@ use crate::cli::{CallArgs, Global};
 use crate::output::for_terminal;
 
 /// The request for `call`/`bg`. Without `--cwd` it asks for the client's own
-/// working directory (CONTRACT §10); [`outside_cwd`] tells when the server
+/// working directory (docs/cli.md, "The client"); [`outside_cwd`] tells when the server
 /// refused that, and the caller then asks again without it. Against a
 /// remote server (`ssh://`) the local directory means nothing there: the
 /// tool runs in the server's `--cwd` unless `--cwd` says otherwise.

@@ -1,4 +1,4 @@
-//! CONTRACT §8, the bypass broker (issue 6), over the socket: pending requests,
+//! docs/protocol.md, "Bypass requests", the bypass broker (issue 6), over the socket: pending requests,
 //! resolution, expiry, withdrawal, background bypass, and the protections that
 //! keep a tool from approving its own request.
 //!
@@ -19,7 +19,7 @@ use toolsrv_wire::{Body, ORDWR, OREAD};
 
 use crate::util::{cli, toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
-/// The exact key set of a pending request (CONTRACT §8).
+/// The exact key set of a pending request (docs/protocol.md, "Bypass requests").
 const PENDING_KEYS: [&str; 10] = [
     "agent",
     "command",

@@ -237,7 +237,7 @@ fn client_errors_are_short_and_name_their_subject() {
 
 /// `call` runs in the caller's directory when it lies under the server's
 /// `--cwd`, and otherwise in the server's `--cwd`, saying so on stderr only
-/// (CONTRACT §10).
+/// (docs/cli.md, "The client").
 #[test]
 fn call_runs_where_the_caller_is_when_the_server_accepts_it() {
     let srv = Server::start(&["--no-auth"]);

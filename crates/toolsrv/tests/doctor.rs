@@ -1,4 +1,4 @@
-//! CONTRACT §17, first paragraph: `toolsrv doctor` says what this host and a
+//! docs/cli.md, first paragraph: `toolsrv doctor` says what this host and a
 //! running server enforce, what is missing and what to change, and exits 0
 //! only when everything the policy asks for is enforced.
 //!

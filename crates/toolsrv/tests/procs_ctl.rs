@@ -1,4 +1,4 @@
-//! CONTRACT §7: `ctl` (signals, kill, dismiss), `proc/list`, ProcStat fields,
+//! docs/protocol.md, "Processes": `ctl` (signals, kill, dismiss), `proc/list`, ProcStat fields,
 //! `--gc-age`, and timeouts (request, tool metadata, `--default-timeout`).
 
 use std::collections::BTreeSet;
@@ -110,7 +110,7 @@ fn ctl_errors_and_dismiss() {
 
 #[test]
 fn ctl_kill_right_after_bg_is_not_refused() {
-    // CONTRACT §7: the process is `running` as soon as new.bg answered, so
+    // docs/protocol.md, "Processes": the process is `running` as soon as new.bg answered, so
     // signalling it must work at once.
     let (_srv, mut c) = tools_session(&[("sleeper.yaml", SLEEPER)], &[]);
     for _ in 0..20 {

@@ -18,7 +18,9 @@ fn the_docs_client() -> String {
 #[test]
 fn the_python_client_of_the_docs_calls_a_tool() {
     if Command::new("python3").arg("--version").output().is_err() {
-        toolsrv_testkit::skip::missing_prerequisite("python3 (for the Python 9P client of docs/protocol.md)");
+        toolsrv_testkit::skip::missing_prerequisite(
+            "python3 (for the Python 9P client of docs/protocol.md)",
+        );
         return;
     }
     let srv = Server::start(&[]);
@@ -38,7 +40,10 @@ fn the_python_client_of_the_docs_calls_a_tool() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from Python\n2\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello from Python\n2\n"
+    );
     // A wrong secret is refused as the docs say.
     let out = Command::new("python3")
         .arg(&script)

@@ -1,4 +1,4 @@
-//! The filesystem view (CONTRACT §13, issue 24) over the socket: each test is
+//! The filesystem view (docs/policy-format.md, "Protected paths", issue 24) over the socket: each test is
 //! an attack a sandboxed tool makes, against the real binary and kernel. The
 //! tests run as root, so DAC refuses nothing: each refusal is the view's
 //! (EROFS: read-only mount; EBUSY: a mount point) or Landlock's (EACCES).

@@ -1,4 +1,4 @@
-//! CONTRACT §4 control and discovery files, TOOLS.md metadata, the registry.
+//! docs/protocol.md, "Namespace" control and discovery files, docs/tools.md metadata, the registry.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The request payload written to `proc/new` and `proc/new.bg` (CONTRACT §6): parsing,
+//! The request payload written to `proc/new` and `proc/new.bg` (docs/protocol.md, "Requests and results"): parsing,
 //! escaping, name validation and argument conversion.
 
 mod args;

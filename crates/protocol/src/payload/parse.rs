@@ -15,10 +15,10 @@ use crate::duration::parse_duration;
 /// Parses a request payload.
 ///
 /// The payload is UTF-8 text with one `key=value` field per line, split at the first `=`.
-/// Empty lines are skipped; every other byte of a value is itself (CONTRACT §6), so a `\r`
+/// Empty lines are skipped; every other byte of a value is itself (docs/protocol.md, "Requests and results"), so a `\r`
 /// before a `\n` belongs to the value. Values are unescaped with
 /// [`unescape_value`](super::unescape_value). Reserved keys fill the named fields (see
-/// CONTRACT §6); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
+/// docs/protocol.md, "Requests and results"); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
 /// [`Payload::args`]. Empty `cwd` and `sandbox` values count as absent.
 ///
 /// # Errors

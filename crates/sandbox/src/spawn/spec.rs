@@ -55,7 +55,7 @@ pub struct Join {
     /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
     pub new_user_ns: bool,
     /// With `new_user_ns`: the server's uid and gid, which the child maps to
-    /// themselves in its new user namespace (CONTRACT §13: a tool sees its
+    /// themselves in its new user namespace (docs/policy-format.md, "Protected paths": a tool sees its
     /// server's identity).
     pub own_ids: Option<crate::identity::IdMaps>,
 }

@@ -308,7 +308,7 @@ impl Executor {
             self.check_cwd(&cwd, view.as_ref().map(|(v, _)| &**v))?;
         }
         // The request's `env.NAME` values reach the tool like string arguments
-        // (a script may `eval "$FOO"`), so they are checked like them (CONTRACT §6).
+        // (a script may `eval "$FOO"`), so they are checked like them (docs/protocol.md, "Requests and results").
         let strings: Vec<&str> = args
             .values()
             .filter_map(|v| v.as_str())
@@ -412,7 +412,7 @@ impl Executor {
     }
 
     /// Refuses a working directory that is a protected path or lies in one
-    /// (CONTRACT §13): the view's protected set, else the carved paths.
+    /// (docs/policy-format.md, "Protected paths"): the view's protected set, else the carved paths.
     fn check_cwd(
         &self,
         cwd: &Path,

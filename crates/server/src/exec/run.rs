@@ -342,7 +342,7 @@ impl Executor {
         }
         hits.dedup();
         // A run whose process the memory limit's OOM killer took is `killed`,
-        // whatever its first process made of it (CONTRACT §12).
+        // whatever its first process made of it (docs/containment.md).
         let memory_kill = hits.contains(&LimitName::Memory);
         let outcome = match (end, status) {
             (End::TimedOut, s) => (ProcState::Timeout, s.code()),

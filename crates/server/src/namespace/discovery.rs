@@ -22,7 +22,7 @@ pub(crate) fn info_file(
 }
 
 /// `doctor`: what this server confines its tools with, held against its
-/// current policy (CONTRACT §17; the JSON of `toolsrv doctor --json`).
+/// current policy (docs/cli.md; the JSON of `toolsrv doctor --json`).
 pub(crate) fn doctor_file(
     server: &Arc<Server>,
 ) -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {

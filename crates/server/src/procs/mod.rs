@@ -246,7 +246,7 @@ impl Proc {
         Ok(())
     }
 
-    /// The ProcStat JSON object of CONTRACT §7.
+    /// The ProcStat JSON object of docs/protocol.md, "Processes".
     pub(crate) fn stat(&self) -> ProcStat {
         let m = self.m.lock_unpoisoned();
         let runtime = match m.ended {
