@@ -166,7 +166,7 @@ fn list_shows_all_or_one_agents_processes_including_running_sync_calls() {
     assert!(list(&mut c, Some("nobody")).is_empty());
     assert_eq!(
         c.ask("proc/list", "bad agent").unwrap_err(),
-        "invalid agent ID"
+        format!("invalid agent ID: {}", toolsrv_protocol::AGENT_ID_RULE)
     );
     // Release the sync call: its result arrives and the list shows it ended.
     std::fs::write(srv.cwd().join("go"), "").expect("go");
