@@ -1,5 +1,5 @@
-//! Authentication of a connection (CONTRACT §3): the `Tauth` exchange, the
-//! attach, and the check of whom the secret goes to (CONTRACT §10).
+//! Authentication of a connection (docs/protocol.md, "Authentication"): the `Tauth` exchange, the
+//! attach, and the check of whom the secret goes to (docs/cli.md, "The client").
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ const AUTH_NOT_REQUIRED: &str = "authentication not required";
 /// How to authenticate when connecting.
 #[derive(Clone)]
 pub enum Auth {
-    /// Authenticate with this shared secret (CONTRACT §3); against a
+    /// Authenticate with this shared secret (docs/protocol.md, "Authentication"); against a
     /// `--no-auth` server this falls back to an unauthenticated attach.
     Secret(String),
     /// Attach without authentication (`NOFID`).
@@ -47,7 +47,7 @@ pub(crate) async fn attach(conn: &Arc<Conn>, fid: u32, afid: u32) -> Result<(), 
     reply::attach(body).map(|_| ())
 }
 
-/// The CONTRACT §3 exchange; returns the token, or `None` if the server does
+/// The authentication exchange (docs/protocol.md, "Authentication"); returns the token, or `None` if the server does
 /// not require authentication.
 pub(crate) async fn authenticate(
     conn: &Arc<Conn>,
@@ -109,7 +109,7 @@ pub(crate) async fn authenticate(
     }
 }
 
-/// The secret goes only to a server of this user or of root (CONTRACT §10):
+/// The secret goes only to a server of this user or of root (docs/cli.md, "The client"):
 /// whatever listens at a socket path of another user would collect it.
 fn check_server_uid(peer: Option<u32>) -> Result<(), ClientError> {
     let me = toolsrv_base::effective_uid();

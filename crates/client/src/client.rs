@@ -195,7 +195,7 @@ impl Client {
     }
 
     /// Open `path` read-write, write `request`, read the response, and clunk:
-    /// the write-then-read files of CONTRACT §4 (`tools`, `tools_rev`,
+    /// the write-then-read files of docs/protocol.md, "Namespace" (`tools`, `tools_rev`,
     /// `proc/list`, `proc/new`, `proc/new.bg`).
     ///
     /// The response is fixed by the first read, and toolsrv answers every read

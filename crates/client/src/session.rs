@@ -1,6 +1,6 @@
 //! The client's connection slot: the current [`Session`] (one 9P connection,
 //! versioned, authenticated and attached) and the reconnect logic that replaces
-//! it once the server went away (CONTRACT §3, §10; an agent runtime survives a
+//! it once the server went away (docs/protocol.md, "Authentication"; docs/cli.md, "The client"; an agent runtime survives a
 //! toolsrv restart).
 //!
 //! - Every request asks the slot for the current session; a dead one is

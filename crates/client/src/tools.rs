@@ -1,4 +1,4 @@
-//! High-level operations of the toolsrv namespace (CONTRACT §4, §6, §7): tool
+//! High-level operations of the toolsrv namespace (docs/protocol.md, "Namespace"; docs/protocol.md, "Requests and results"; docs/protocol.md, "Processes"): tool
 //! discovery and loading, calls, background processes.
 //!
 //! Cancellation: [`Client::call`] keeps its request open on `proc/new` while it

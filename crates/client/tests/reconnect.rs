@@ -1,5 +1,5 @@
 //! Reconnect: the same `Client` survives a toolsrv restart on the same socket
-//! path (CONTRACT §3: the new server stores the saved secret anew and issues a
+//! path (docs/protocol.md, "Authentication": the new server stores the saved secret anew and issues a
 //! new token, which later payloads carry); requests in flight fail with
 //! `Disconnected`; files opened on the old connection fail the same way.
 

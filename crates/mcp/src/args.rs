@@ -1,4 +1,4 @@
-//! MCP `tools/call` arguments to a `proc/new` payload (CONTRACT §6).
+//! MCP `tools/call` arguments to a `proc/new` payload (docs/protocol.md, "Requests and results").
 //!
 //! A payload field is text; the server turns it back into JSON with the tool's
 //! `inputSchema` (a property typed `integer`, `number`, `boolean`, `array` or

@@ -147,6 +147,11 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), BridgeError> {
         .map_err(|e| BridgeError::io(format!("chmod {}", path.display()), e))
 }
 
+/// The largest request body taken over HTTP: the same as a message over
+/// stdio ([`crate::MAX_MESSAGE`]); a larger one is answered `413 Payload Too
+/// Large` (rmcp's default would be 4 MiB).
+pub const MAX_HTTP_BODY: usize = crate::oversize::MAX_MESSAGE;
+
 /// Serves MCP over Streamable HTTP on `listener` until `shutdown` is
 /// cancelled. Every request must carry `Authorization: Bearer <token>`.
 pub async fn serve_http(
@@ -156,6 +161,7 @@ pub async fn serve_http(
     shutdown: CancellationToken,
 ) -> Result<(), BridgeError> {
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(MAX_HTTP_BODY)
         .with_cancellation_token(shutdown.child_token())
         .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)));
     let service = StreamableHttpService::new(

@@ -12,6 +12,7 @@ mod call;
 mod error;
 mod handler;
 mod http;
+mod oversize;
 mod progress;
 mod slots;
 mod token;
@@ -20,7 +21,8 @@ pub use announce::announce;
 pub use bridge::{Bridge, BridgeConfig};
 pub use call::BYPASS_META;
 pub use error::{ArgError, BridgeError};
-pub use http::{serve_http, HttpListen, Listener, ENDPOINT};
+pub use http::{serve_http, HttpListen, Listener, ENDPOINT, MAX_HTTP_BODY};
+pub use oversize::{Guard, MAX_MESSAGE};
 pub use token::{generate_token, write_token_file};
 
 use rmcp::ServiceExt;
@@ -28,10 +30,12 @@ use rmcp::ServiceExt;
 /// Serves one MCP session on stdin/stdout until the client closes it (pipes
 /// are driven by the reactor, not the blocking pool: no thread hop per
 /// message). Calls
-/// still running then are cancelled (their fids clunked).
+/// still running then are cancelled (their fids clunked). A message over
+/// [`MAX_MESSAGE`] bytes is answered with an error ([`Guard`]).
 pub async fn serve_stdio(bridge: Bridge) -> Result<(), BridgeError> {
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let running = bridge
-        .serve(rmcp::transport::stdio_pipes())
+        .serve((Guard::new(stdin), stdout))
         .await
         .map_err(|e| BridgeError::Mcp(e.to_string()))?;
     running

@@ -15,7 +15,7 @@ use crate::info::ToolSummary;
 use crate::parse::{load_tool, ScriptFile, ToolFiles};
 use crate::tool::Tool;
 
-/// Longest tool name accepted (CONTRACT section 4).
+/// Longest tool name accepted (docs/protocol.md, "Namespace").
 pub const MAX_NAME_LEN: usize = 128;
 
 /// Whether `name` is a valid tool name: 1–128 bytes of `[A-Za-z0-9._:@-]`.
@@ -81,7 +81,7 @@ impl Catalog {
     /// Every tool available on this host, sorted by name.
     ///
     /// A tool whose file is bad is listed with an empty description and its
-    /// error, `<file>: <reason>` (CONTRACT §4; also logged with a warning
+    /// error, `<file>: <reason>` (docs/protocol.md, "Namespace"; also logged with a warning
     /// when first parsed), so that `toolsrv all` shows what to fix; tools
     /// without a variant for this host are left out. A missing or unreadable
     /// directory lists nothing.

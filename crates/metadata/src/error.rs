@@ -51,6 +51,17 @@ pub enum MetaError {
         /// The argument (or environment variable) name.
         name: String,
     },
+    /// An argument (or the arguments together) would not fit in one string
+    /// of a process's argument vector or environment.
+    #[error("{what}; tool \"{tool}\" receives its arguments on its command line and in its environment, where Linux takes at most {limit} bytes per value: a tool receives a larger value in a file when its metadata declares the parameter with \"file: true\" (docs/metadata.md, \"Large values\")")]
+    TooLarge {
+        /// The tool being invoked.
+        tool: String,
+        /// What is too large and how large (`content is 140000 bytes`).
+        what: String,
+        /// The most that fits.
+        limit: usize,
+    },
     /// A bare program name was not found in any `PATH` directory.
     #[error("program \"{program}\" of tool \"{tool}\" was not found in PATH")]
     ProgramNotFound {

@@ -27,7 +27,45 @@ pub struct Invocation {
     /// `argv` shell-quoted and joined with spaces (for display and
     /// validation).
     pub display: String,
+    /// The values of the `file: true` arguments given, each to be passed as
+    /// the open file [`ArgFile::fd`] of the tool (docs/metadata.md, "Large
+    /// values").
+    pub files: Vec<ArgFile>,
 }
+
+/// One `file: true` argument: the tool finds its value in the file open as
+/// its descriptor `fd`, named `/proc/self/fd/<fd>` in `argv` and the
+/// environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgFile {
+    /// The argument's name.
+    pub name: String,
+    /// The descriptor number the tool has it on: 3 for the first file
+    /// argument given, 4 for the next, …
+    pub fd: i32,
+    /// The value.
+    pub value: String,
+}
+
+impl ArgFile {
+    /// The path the tool opens: `/proc/self/fd/<fd>`.
+    pub fn path(&self) -> String {
+        file_path(self.fd)
+    }
+}
+
+/// `/proc/self/fd/<fd>`: a path every process of the tool can open while it
+/// holds the descriptor (children inherit it), whatever its sandbox grants.
+fn file_path(fd: i32) -> String {
+    format!("/proc/self/fd/{fd}")
+}
+
+/// The first descriptor number of the file arguments.
+pub const FIRST_FILE_FD: i32 = 3;
+
+/// The longest string Linux passes in an argument vector or environment:
+/// `MAX_ARG_STRLEN`, 32 pages of 4 KiB, its terminating NUL included.
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
 
 impl Tool {
     /// Builds the invocation for `args` (already converted and validated
@@ -39,9 +77,25 @@ impl Tool {
     /// `<interpreter> <script> --name value ...`. Every shape also gets
     /// `TOOL_ARGS` and `ARG_<NAME>` in `env`.
     pub fn invocation(&self, args: &Map<String, Value>) -> Result<Invocation, MetaError> {
+        let files = self.arg_files(args);
+        // What argv and the environment say of the arguments: a file
+        // argument by its file's path.
+        let mut shown = args.clone();
+        for name in &self.file_params {
+            shown.remove(name);
+        }
         let (program, argv) = match &self.kind {
             ToolKind::Command { template } => {
-                let rendered = template.render(args, &self.input_schema);
+                let mut render = shown.clone();
+                for name in &self.file_params {
+                    let path = files
+                        .iter()
+                        .find(|f| f.name == *name)
+                        .map_or_else(String::new, ArgFile::path);
+                    render.insert(name.clone(), Value::String(path));
+                }
+                let rendered = template.render(&render, &self.input_schema);
+                self.check_length("the command", &rendered, args, &files)?;
                 (
                     PathBuf::from("/bin/sh"),
                     vec!["sh".to_string(), "-c".to_string(), rendered],
@@ -50,7 +104,7 @@ impl Tool {
             ToolKind::Executable { program } => {
                 let program = self.resolve_program(program, None, false)?;
                 let mut argv = vec![program.to_string_lossy().into_owned()];
-                argv.extend(self.flag_args(args));
+                argv.extend(self.flag_args(&shown, &files));
                 (program, argv)
             }
             ToolKind::Interpreted {
@@ -63,12 +117,16 @@ impl Tool {
                 let mut argv = vec![program.to_string_lossy().into_owned()];
                 argv.extend(words.map(str::to_string));
                 argv.push(script.to_string_lossy().into_owned());
-                argv.extend(self.flag_args(args));
+                argv.extend(self.flag_args(&shown, &files));
                 (program, argv)
             }
         };
-        let env = arg_env(args);
-        for (name, value) in args {
+        self.check_sizes(&shown)?;
+        let mut env = arg_env(&shown);
+        for f in &files {
+            env.push((format!("{}_FILE", env_name(&f.name)), f.path()));
+        }
+        for (name, value) in &shown {
             if has_raw_nul(value) {
                 return Err(MetaError::NulByte {
                     tool: self.name.clone(),
@@ -82,18 +140,110 @@ impl Tool {
             argv,
             env,
             display,
+            files,
         })
+    }
+
+    /// The `file: true` arguments given, numbered from [`FIRST_FILE_FD`] in
+    /// declaration order.
+    fn arg_files(&self, args: &Map<String, Value>) -> Vec<ArgFile> {
+        self.file_params
+            .iter()
+            .filter_map(|name| match args.get(name) {
+                None | Some(Value::Null) => None,
+                Some(v) => Some((name, value_text(v))),
+            })
+            .zip(FIRST_FILE_FD..)
+            .map(|((name, value), fd)| ArgFile {
+                name: name.clone(),
+                fd,
+                value,
+            })
+            .collect()
+    }
+
+    /// Refuses, with the numbers, an argument that would not fit in one
+    /// string of the argument vector or environment (each scalar is both
+    /// `--name value` and `ARG_NAME=value`), and a `TOOL_ARGS` that would not.
+    fn check_sizes(&self, shown: &Map<String, Value>) -> Result<(), MetaError> {
+        for (name, v) in shown {
+            let items: Vec<String> = match v {
+                Value::Array(items) => items.iter().map(value_text).collect(),
+                Value::String(_) | Value::Number(_) | Value::Bool(_) => vec![value_text(v)],
+                _ => Vec::new(),
+            };
+            let prefix = env_name(name).len() + 1;
+            for text in items {
+                if prefix + text.len() + 1 > MAX_ARG_STRLEN {
+                    return Err(self.too_large(name, text.len(), prefix));
+                }
+            }
+        }
+        let json = Value::Object(shown.clone()).to_string();
+        self.check_length("TOOL_ARGS (the arguments as JSON)", &json, shown, &[])?;
+        Ok(())
+    }
+
+    /// Refuses `text` (one string of the argument vector or environment,
+    /// `what`) when it is longer than Linux passes, naming the largest
+    /// argument in it.
+    fn check_length(
+        &self,
+        what: &str,
+        text: &str,
+        args: &Map<String, Value>,
+        files: &[ArgFile],
+    ) -> Result<(), MetaError> {
+        let overhead = if what.starts_with("TOOL_ARGS") {
+            "TOOL_ARGS=".len()
+        } else {
+            0
+        };
+        if overhead + text.len() < MAX_ARG_STRLEN {
+            return Ok(());
+        }
+        let largest = args
+            .iter()
+            .filter(|(name, _)| !files.iter().any(|f| f.name == **name))
+            .map(|(name, v)| (name, value_text(v).len()))
+            .max_by_key(|(_, len)| *len);
+        Err(MetaError::TooLarge {
+            tool: self.name.clone(),
+            what: match largest {
+                Some((name, len)) => {
+                    format!("{what} is {} bytes ({name} is {len} of them)", text.len())
+                }
+                None => format!("{what} is {} bytes", text.len()),
+            },
+            limit: MAX_ARG_STRLEN - 1 - overhead,
+        })
+    }
+
+    /// The error for argument `name` of `len` bytes (`prefix`: the bytes of
+    /// `ARG_NAME=` before it).
+    fn too_large(&self, name: &str, len: usize, prefix: usize) -> MetaError {
+        MetaError::TooLarge {
+            tool: self.name.clone(),
+            what: format!("{name} is {len} bytes"),
+            limit: MAX_ARG_STRLEN - 1 - prefix,
+        }
     }
 
     /// Argument names in argv order: declared order first, then the rest by
     /// name.
-    fn ordered_names<'a>(&'a self, args: &'a Map<String, Value>) -> Vec<&'a str> {
+    fn ordered_names<'a>(
+        &'a self,
+        args: &'a Map<String, Value>,
+        files: &[ArgFile],
+    ) -> Vec<&'a str> {
         let mut seen = HashSet::new();
         let mut names: Vec<&str> = self
             .param_order
             .iter()
             .map(String::as_str)
-            .filter(|n| args.contains_key(*n) && seen.insert(*n))
+            .filter(|n| {
+                (args.contains_key(*n) || files.iter().any(|f| f.name == *n)) && seen.insert(*n)
+            })
             .collect();
         let mut rest: Vec<&str> = args
             .keys()
@@ -105,10 +255,16 @@ impl Tool {
         names
     }
 
-    /// `--name value` pairs for executables and interpreted scripts.
-    fn flag_args(&self, args: &Map<String, Value>) -> Vec<String> {
+    /// `--name value` pairs for executables and interpreted scripts, and
+    /// `--name-file /proc/self/fd/N` for the file arguments.
+    fn flag_args(&self, args: &Map<String, Value>, files: &[ArgFile]) -> Vec<String> {
         let mut out = Vec::new();
-        for name in self.ordered_names(args) {
+        for name in self.ordered_names(args, files) {
+            if let Some(f) = files.iter().find(|f| f.name == name) {
+                out.push(format!("--{name}-file"));
+                out.push(f.path());
+                continue;
+            }
             let flag = format!("--{name}");
             match args.get(name) {
                 None | Some(Value::Null) | Some(Value::Bool(false)) => {}

@@ -4,7 +4,7 @@
 //! the tools directory with a stat-keyed cache, and the embedded built-in
 //! tool set.
 //!
-//! The format is specified in `TOOLS.md` ("Tool metadata"); the design
+//! The format is specified in `docs/tools.md`; the design
 //! decisions this crate makes where the spec is open are in
 //! `docs/metadata.md`.
 
@@ -27,7 +27,8 @@ pub use builtin::{builtin_files, install_builtin, write_builtin, BuiltinFile};
 pub use discover::Catalog;
 pub use error::MetaError;
 pub use host::{go_arch, go_os, Host};
-pub use invocation::Invocation;
+pub use invocation::{ArgFile, Invocation, FIRST_FILE_FD, MAX_ARG_STRLEN};
+pub use parse::MAX_FILE_PARAMS;
 pub use quote::{sh_join, sh_quote, single_quote};
 pub use template::{Segment, Template, TemplateError};
 pub use tool::{OutputMode, Tool, ToolKind};

@@ -104,7 +104,7 @@ pub fn load_tool(files: &ToolFiles, host: &Host) -> Result<Option<Tool>, MetaErr
             }
         }
     }
-    let schema = match (meta.input_schema.take(), meta.params.take()) {
+    let mut schema = match (meta.input_schema.take(), meta.params.take()) {
         (Some(schema), _) => schema,
         (None, Some(params)) => params.to_schema(),
         (None, None) => SchemaSpec {
@@ -112,18 +112,69 @@ pub fn load_tool(files: &ToolFiles, host: &Host) -> Result<Option<Tool>, MetaErr
             order: Vec::new(),
         },
     };
+    let file_params = take_file_params(&mut schema).map_err(invalid)?;
     let kind = tool_kind(&meta, files, &schema.order).map_err(invalid)?;
     Ok(Some(Tool {
         name: files.name.clone(),
         description: meta.description.unwrap_or_default(),
         input_schema: schema.schema,
         param_order: schema.order,
+        file_params,
         kind,
         timeout: meta.timeout.map(|t| t.0),
         limits: meta.limits.unwrap_or_default(),
         output: meta.output.unwrap_or_default(),
         source,
     }))
+}
+
+/// At most this many parameters of a tool may be declared `file: true`
+/// (each is one descriptor of the tool's, numbered from 3).
+pub const MAX_FILE_PARAMS: usize = 8;
+
+/// Takes the `file: true|false` keys out of the schema's properties (they
+/// are toolsrv's, not JSON Schema's: an agent never sees them) and returns
+/// the names declared `file: true`, in declaration order. Such a parameter
+/// must be a string.
+fn take_file_params(schema: &mut SchemaSpec) -> Result<Vec<String>, String> {
+    let Some(props) = schema
+        .schema
+        .get_mut("properties")
+        .and_then(|p| p.as_object_mut())
+    else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    for name in &schema.order {
+        let Some(prop) = props.get_mut(name).and_then(|p| p.as_object_mut()) else {
+            continue;
+        };
+        let Some(file) = prop.remove("file") else {
+            continue;
+        };
+        match file {
+            serde_json::Value::Bool(true) => {}
+            serde_json::Value::Bool(false) => continue,
+            other => {
+                return Err(format!(
+                    "parameter \"{name}\": file must be true or false, not {other}"
+                ))
+            }
+        }
+        if prop.get("type").and_then(|t| t.as_str()) != Some("string") {
+            return Err(format!(
+                "parameter \"{name}\": file: true needs type: string (the file holds the text)"
+            ));
+        }
+        files.push(name.clone());
+    }
+    if files.len() > MAX_FILE_PARAMS {
+        return Err(format!(
+            "{} parameters are declared file: true; at most {MAX_FILE_PARAMS} may be",
+            files.len()
+        ));
+    }
+    Ok(files)
 }
 
 /// Decides how the tool runs from the merged metadata and the files.

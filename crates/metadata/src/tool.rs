@@ -60,6 +60,10 @@ pub struct Tool {
     /// The schema's property names in the order the metadata declares them
     /// (JSON objects do not keep order); argv follows this order.
     pub param_order: Vec<String>,
+    /// The parameters declared `file: true`, in declaration order: their
+    /// values reach the tool in files, not on its command line or in its
+    /// environment (docs/metadata.md, "Large values").
+    pub file_params: Vec<String>,
     /// How the tool runs.
     pub kind: ToolKind,
     /// The tool's default timeout, if its metadata sets one.

@@ -94,6 +94,11 @@ fn every_builtin_parses_with_description_and_schema() {
         assert_eq!(tool.param_order, *params, "{name}");
         assert_eq!(tool.input_schema["type"], "object");
         assert_eq!(tool.input_schema["required"], json!(required), "{name}");
+        assert_eq!(
+            tool.input_schema["additionalProperties"],
+            json!(false),
+            "{name}: an argument the tool does not take is refused, not ignored"
+        );
         for p in *params {
             let prop = &tool.input_schema["properties"][p];
             assert!(
@@ -364,4 +369,47 @@ fn file_grep_prints_path_line_text() {
     );
     assert!(!ok, "{out}");
     assert_not_pwned(w);
+}
+
+#[test]
+fn file_write_and_file_edit_take_values_larger_than_a_command_line() {
+    let (_tools, cat, work) = setup();
+    // Over Linux's 128 KiB per argument or environment string.
+    let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    assert!(big.len() > 140_000, "{}", big.len());
+    let tool = cat.resolve("file_write").expect("file_write");
+    assert_eq!(tool.file_params, ["content"]);
+    assert!(
+        tool.input_schema["properties"]["content"]
+            .get("file")
+            .is_none(),
+        "file: true is toolsrv's, not shown to agents: {}",
+        tool.input_schema
+    );
+    let (ok, _, out) = call(
+        &cat,
+        work.path(),
+        "file_write",
+        json!({"path": "big.txt", "content": big}),
+    );
+    assert!(ok, "{out}");
+    assert_eq!(
+        fs::read_to_string(work.path().join("big.txt")).expect("read"),
+        big
+    );
+    assert!(out.contains(&format!("wrote {} bytes", big.len())), "{out}");
+    // Replace the second half with another large text, without a final newline.
+    let half = &big[big.len() / 2..];
+    let new = format!("{}tail", half.replace("line", "LINE"));
+    let (ok, _, out) = call(
+        &cat,
+        work.path(),
+        "file_edit",
+        json!({"path": "big.txt", "old": half, "new": new}),
+    );
+    assert!(ok, "{out}");
+    assert_eq!(
+        fs::read_to_string(work.path().join("big.txt")).expect("read"),
+        format!("{}{new}", &big[..big.len() / 2])
+    );
 }

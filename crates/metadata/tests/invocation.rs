@@ -201,3 +201,131 @@ fn bare_executable_is_resolved_through_path() {
     );
     assert_eq!(inv.argv, vec![inv.program.display().to_string()]);
 }
+
+#[test]
+fn file_arguments_reach_the_tool_in_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    exe(
+        dir.path(),
+        "f",
+        "#!/bin/sh\n# ---\n# params:\n#   a: {type: string, file: true}\n#   b: {type: string}\n#   c: {type: string, file: true}\n# ---\nprintf '%s|' \"$@\"; printf '%s|' \"$ARG_A_FILE\" \"${ARG_A-unset}\" \"$TOOL_ARGS\"; cat \"$ARG_A_FILE\"; cat <&4\n",
+    );
+    plain(
+        dir.path(),
+        "t.yaml",
+        "params:\n  a: {type: string, file: true}\ncommand: \"wc -c < {a}\"\n",
+    );
+    let cat = linux(dir.path());
+    let tool = cat.resolve("f").expect("f");
+    assert_eq!(tool.file_params, ["a", "c"]);
+    assert_eq!(
+        tool.input_schema["properties"]["a"],
+        json!({"type": "string"})
+    );
+    let inv = tool
+        .invocation(&obj(json!({"a": HOSTILE, "b": "bee", "c": "sea"})))
+        .expect("invocation");
+    assert_eq!(
+        inv.argv[1..],
+        [
+            "--a-file",
+            "/proc/self/fd/3",
+            "--b",
+            "bee",
+            "--c-file",
+            "/proc/self/fd/4"
+        ]
+    );
+    assert!(inv
+        .env
+        .contains(&("ARG_A_FILE".into(), "/proc/self/fd/3".into())));
+    assert!(inv.env.iter().all(|(k, _)| k != "ARG_A"));
+    let out = run(&inv, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "--a-file|/proc/self/fd/3|--b|bee|--c-file|/proc/self/fd/4|/proc/self/fd/3|unset|{{\"b\":\"bee\"}}|{HOSTILE}sea"
+        )
+    );
+    assert_not_pwned();
+    // A command template's placeholder is the file's path.
+    let tool = cat.resolve("t").expect("t");
+    let inv = tool
+        .invocation(&obj(json!({"a": "12345"})))
+        .expect("invocation");
+    assert_eq!(inv.argv[2], "wc -c < '/proc/self/fd/3'");
+    let out = run(&inv, dir.path());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");
+}
+
+#[test]
+fn file_true_is_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    plain(
+        dir.path(),
+        "n.yaml",
+        "params:\n  a: {type: integer, file: true}\ncommand: echo\n",
+    );
+    plain(
+        dir.path(),
+        "b.yaml",
+        "inputSchema:\n  type: object\n  properties:\n    a: {type: string, file: yes please}\ncommand: echo\n",
+    );
+    let many: String = (0..9)
+        .map(|i| format!("  p{i}: {{type: string, file: true}}\n"))
+        .collect();
+    plain(
+        dir.path(),
+        "m.yaml",
+        &format!("params:\n{many}command: echo\n"),
+    );
+    let cat = linux(dir.path());
+    let e = cat.resolve("n").expect_err("integer").to_string();
+    assert!(
+        e.contains("parameter \"a\": file: true needs type: string"),
+        "{e}"
+    );
+    let e = cat.resolve("b").expect_err("not a bool").to_string();
+    assert!(
+        e.contains("parameter \"a\": file must be true or false"),
+        "{e}"
+    );
+    let e = cat.resolve("m").expect_err("too many").to_string();
+    assert!(
+        e.contains("9 parameters are declared file: true; at most 8"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_value_too_large_for_a_command_line_is_refused_with_the_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    plain(
+        dir.path(),
+        "w.yaml",
+        "params:\n  content: {type: string}\n  other: {type: string}\nexecutable: /bin/true\n",
+    );
+    let tool = linux(dir.path()).resolve("w").expect("w");
+    let e = tool
+        .invocation(&obj(json!({"content": "x".repeat(140_000)})))
+        .expect_err("too large")
+        .to_string();
+    assert!(e.starts_with("content is 140000 bytes; tool \"w\" receives its arguments on its command line and in its environment, where Linux takes at most 131059 bytes per value"), "{e}");
+    assert!(e.contains("\"file: true\""), "{e}");
+    // Each fits, but not the two together as TOOL_ARGS.
+    let e = tool
+        .invocation(&obj(
+            json!({"content": "x".repeat(70_000), "other": "y".repeat(69_000)}),
+        ))
+        .expect_err("TOOL_ARGS too large")
+        .to_string();
+    assert!(
+        e.starts_with("TOOL_ARGS (the arguments as JSON) is 139025 bytes (content is 70000 of them); tool \"w\""),
+        "{e}"
+    );
+    assert!(e.contains("at most 131061 bytes per value"), "{e}");
+    // Just under the limits (the value alone and in TOOL_ARGS) passes.
+    tool.invocation(&obj(json!({"content": "x".repeat(131_040)})))
+        .expect("fits");
+}

@@ -173,7 +173,7 @@ fn err_of(file: &str, text: &str, script: bool) -> (String, std::path::PathBuf) 
     let name = file.trim_end_matches(".yaml");
     let cat = linux(dir.path());
     let e = cat.resolve(name).expect_err("bad metadata");
-    // CONTRACT §4: `all` lists a bad tool file with its error.
+    // docs/protocol.md, "Namespace": `all` lists a bad tool file with its error.
     let all = cat.all();
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0].name, name);

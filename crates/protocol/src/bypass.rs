@@ -1,5 +1,5 @@
 //! The bypass broker's JSON messages: `bypass/pending` requests and `bypass/resolve`
-//! resolutions (CONTRACT §8).
+//! resolutions (docs/protocol.md, "Bypass requests").
 
 use std::collections::BTreeMap;
 
@@ -28,6 +28,11 @@ pub struct BypassRequest {
     /// what the agent added.
     #[serde(default)]
     pub request_env: BTreeMap<String, String>,
+    /// The values of the tool's `file: true` arguments, which the command
+    /// names only by their files' paths (`--content-file /proc/self/fd/3`);
+    /// omitted when there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
     /// When the request was made, RFC 3339 UTC.
     pub created: String,
 }
@@ -60,6 +65,7 @@ mod tests {
             cwd: "/tmp".into(),
             env: BTreeMap::from([("PATH".into(), "/bin".into()), ("A".into(), "1".into())]),
             request_env: BTreeMap::from([("A".into(), "1".into())]),
+            files: BTreeMap::new(),
             created: "2026-11-30T10:00:00.123Z".into(),
         };
         let json = serde_json::to_string(&req).unwrap_or_default();

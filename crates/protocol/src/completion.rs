@@ -1,4 +1,4 @@
-//! The background completion message written to Ollie's session prompt (CONTRACT §9).
+//! The background completion message written to Ollie's session prompt (docs/protocol.md, "Completion messages").
 
 use crate::procstat::ProcState;
 

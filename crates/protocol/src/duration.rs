@@ -1,5 +1,5 @@
 //! Go-syntax durations (`500ms`, `90s`, `1h30m`, `1.5h`) as used on the command line and in the
-//! `timeout` payload field (CONTRACT §1, §6).
+//! `timeout` payload field (docs/cli.md; docs/protocol.md, "Requests and results").
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! toolsrv protocol types shared by server and client (CONTRACT §6–§9): the request payload
+//! toolsrv protocol types shared by server and client (docs/protocol.md): the request payload
 //! and its parser, [`ToolResult`], [`ProcStat`], [`ToolInfo`], the bypass broker's messages,
 //! completion messages, and Go-style durations and byte sizes.
 
@@ -20,7 +20,7 @@ pub use duration::{format_duration, parse_duration, DurationError, DurationReaso
 pub use limits::{deserialize_policy_limits, format_size, limit_reached_line, LimitName, Limits};
 pub use payload::{
     convert_args, encode_payload, escape_value, parse_payload, unescape_value, validate_agent_id,
-    validate_tool_name, NameError, Payload, PayloadError,
+    validate_tool_name, NameError, Payload, PayloadError, AGENT_ID_RULE, TOOL_NAME_RULE,
 };
 pub use procstat::{ProcStat, ProcState};
 pub use refusal::CwdRefusal;

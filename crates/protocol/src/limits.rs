@@ -1,4 +1,4 @@
-//! Per-run resource limits (TOOLS.md, `limits:`), shared by the sandbox policy
+//! Per-run resource limits (docs/tools.md, `limits:`), shared by the sandbox policy
 //! and tool metadata: the same block, the same syntax, the same meaning.
 //!
 //! Every value is per run (the tool and every process it starts) except
@@ -27,7 +27,7 @@ pub struct Limits {
     pub open_files: u64,
 }
 
-/// One limit, by the name the contract gives it.
+/// One limit, by the name the protocol (docs/protocol.md) gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitName {
     /// `processes`
@@ -96,7 +96,7 @@ impl Limits {
         *self == Limits::default()
     }
 
-    /// The value of `name`, formatted as in the contract's limit line
+    /// The value of `name`, formatted as in docs/protocol.md's limit line
     /// (`processes 64`, `memory 64MiB`, `cpu 10s`).
     pub fn describe(&self, name: LimitName) -> String {
         let value = match name {
@@ -125,7 +125,7 @@ pub fn format_size(n: u64) -> String {
     n.to_string()
 }
 
-/// The line a result ends with when a limit was reached (CONTRACT §12).
+/// The line a result ends with when a limit was reached (docs/containment.md).
 pub fn limit_reached_line(limits: &Limits, name: LimitName) -> String {
     format!("[toolsrv: limit reached: {}]", limits.describe(name))
 }

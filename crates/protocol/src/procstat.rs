@@ -1,4 +1,4 @@
-//! Process status as read from `proc/{pid}/stat` and `proc/list` (CONTRACT §7).
+//! Process status as read from `proc/{pid}/stat` and `proc/list` (docs/protocol.md, "Processes").
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +27,7 @@ pub enum ProcState {
 }
 
 impl ProcState {
-    /// Every state, in the order the contract lists them.
+    /// Every state, in the order the protocol (docs/protocol.md) lists them.
     pub const ALL: [ProcState; 8] = [
         ProcState::AwaitingApproval,
         ProcState::Running,
@@ -65,7 +65,7 @@ impl std::fmt::Display for ProcState {
     }
 }
 
-/// One process's status; serializes exactly as CONTRACT §7 shows, fields in that order, with
+/// One process's status; serializes exactly as docs/protocol.md, "Processes" shows, fields in that order, with
 /// `session`, `exit_code` and `ended` as `null` when absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcStat {

@@ -5,7 +5,7 @@
 //! refusal asks this module which kind it is, rather than matching the text
 //! itself, so the wording lives in one place on the client side.
 
-/// Why the server refused a request's working directory (CONTRACT §10),
+/// Why the server refused a request's working directory (docs/cli.md, "The client"),
 /// when a client may retry without one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CwdRefusal {

@@ -1,4 +1,4 @@
-//! The result of a synchronous tool call, MCP's `CallToolResult` shape (CONTRACT §6).
+//! The result of a synchronous tool call, MCP's `CallToolResult` shape (docs/protocol.md, "Requests and results").
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Tool descriptions as read from `tools` and `all` (CONTRACT §4).
+//! Tool descriptions as read from `tools` and `all` (docs/protocol.md, "Namespace").
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +16,7 @@ pub struct ToolInfo {
 
 /// An available tool as listed by `all`: `{"name","description"}`, and for
 /// a tool file that fails to parse `{"name","description":"","error"}`
-/// (CONTRACT §4).
+/// (docs/protocol.md, "Namespace").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolSummary {
     /// The tool name.

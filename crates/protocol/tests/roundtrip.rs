@@ -30,7 +30,7 @@ fn name() -> impl Strategy<Value = String> {
     })
 }
 
-/// A session value the parser accepts (CONTRACT §6).
+/// A session value the parser accepts (docs/protocol.md, "Requests and results").
 fn session() -> impl Strategy<Value = Option<String>> {
     proptest::option::of(
         field_value().prop_filter("unsafe session", |v| unsafe_id_reason(v).is_none()),

@@ -210,9 +210,18 @@ impl LocalDir {
         live_pid(&self.supervisor_pid_file(), &self.path)
     }
 
-    /// The master ssh's pid when it runs.
+    /// The master ssh's pid when it runs. Its command line does not name
+    /// the control socket (it binds it as `/proc/self/fd/0/ctl`, see
+    /// [`crate::ssh::Ssh::master`]), but its standard input is the control
+    /// socket's directory: that is what identifies it.
     pub fn ssh_master(&self) -> Option<i32> {
-        live_pid(&self.ssh_pid_file(), &self.control())
+        let control = self.control();
+        let pid = live_pid(
+            &self.ssh_pid_file(),
+            Path::new(crate::ssh::HIDDEN_CONTROL_DIR),
+        )?;
+        let stdin = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
+        (Some(stdin.as_path()) == control.parent()).then_some(pid)
     }
 }
 

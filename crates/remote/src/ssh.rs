@@ -43,6 +43,10 @@ fn escape_percent(p: &Path) -> String {
     p.to_string_lossy().replace('%', "%%")
 }
 
+/// Where the master binds its control socket, as it names it: its standard
+/// input is the socket's directory ([`Ssh::master`]).
+pub(crate) const HIDDEN_CONTROL_DIR: &str = "/proc/self/fd/0";
+
 impl Ssh {
     /// `addr` through the control socket `control`, with `config` as `-F`.
     pub fn new(addr: SshAddress, control: PathBuf, config: Option<PathBuf>) -> Ssh {
@@ -97,7 +101,7 @@ impl Ssh {
         };
         let dir_fd = std::fs::File::open(dir)
             .map_err(|e| RemoteError::io(format!("cannot open {}", dir.display()), e))?;
-        let hidden = Path::new("/proc/self/fd/0").join(name);
+        let hidden = Path::new(HIDDEN_CONTROL_DIR).join(name);
         let mut c = self.with_control(
             &hidden,
             &[

@@ -23,7 +23,7 @@ pub struct RemoteServer {
     pub state_dir: String,
     /// Its configuration (policy, profiles, tools): `<remote data>/config/
     /// server-<hash of the socket path>`, beside the installed binaries and
-    /// read-only to its tools like them (CONTRACT §13). It cannot live in the
+    /// read-only to its tools like them (docs/policy-format.md, "Protected paths"). It cannot live in the
     /// hidden state directory: the tools' own scripts are run from it.
     #[serde(default)]
     pub config_dir: String,

@@ -1,5 +1,5 @@
 //! What this host, or a running server, enforces of a policy, and what is
-//! missing (`toolsrv doctor`, CONTRACT §17): [`Facts`] are gathered (from
+//! missing (`toolsrv doctor`, docs/cli.md): [`Facts`] are gathered (from
 //! the host with [`Facts::host`], or by the server from what it set up at
 //! startup), then [`Report::evaluate`] holds them against a policy.
 //!
@@ -45,7 +45,7 @@ pub struct Facts {
     /// A root server's tools in their own user namespace
     /// ([`Mode::RootToolNamespace`]): their host ids.
     pub tool_ids: Option<ToolIds>,
-    /// Whether the filesystem view (a mount namespace, CONTRACT §13) is in
+    /// Whether the filesystem view (a mount namespace, docs/policy-format.md, "Protected paths") is in
     /// use, or why the Landlock-only fallback is.
     pub filesystem_view: Result<(), String>,
     /// Whether tools run without Landlock and seccomp (`serve --yolo`).
@@ -199,11 +199,11 @@ pub struct Report {
     pub containment: Containment,
     /// The identity tools run under.
     pub identity: IdentityFacts,
-    /// Filesystem protection (CONTRACT §13).
+    /// Filesystem protection (docs/policy-format.md, "Protected paths").
     pub filesystem: Mechanism,
-    /// Network restriction (CONTRACT §14).
+    /// Network restriction (docs/policy-format.md, "network").
     pub network: Network,
-    /// Whether filesystem denials can be observed (CONTRACT §15).
+    /// Whether filesystem denials can be observed (docs/policy-format.md).
     pub denials: Denials,
     /// How a tool's creations are told from anyone else's (docs/watch.md).
     pub attribution: Mechanism,
@@ -323,13 +323,18 @@ pub struct Mechanism {
 /// Network restriction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Network {
+    /// What this policy lets tools reach, and whether this host enforces it
+    /// (`tools reach no network (network.enabled: false), enforced by
+    /// seccomp`).
+    #[serde(default)]
+    pub policy: String,
     /// `landlock-tcp-ports` (port rules enforced) or `seccomp-only`.
     pub mechanism: String,
     /// Whether `network.enabled: false` is enforced (seccomp).
     pub no_network: bool,
     /// Whether `bind_tcp`/`connect_tcp` are enforced (Landlock ABI 4).
     pub tcp_ports: bool,
-    /// Network by domain through a proxy (CONTRACT §14): not in this version.
+    /// Network by domain through a proxy (docs/policy-format.md, "network"): not in this version.
     pub domains: String,
 }
 
@@ -423,7 +428,59 @@ pub struct Missing {
     pub fix: String,
 }
 
+/// What `net` lets tools reach, as the network line says it, given whether
+/// seccomp (no network at all) and Landlock's port rules are available.
+fn network_allowed(net: &crate::policy::Network, seccomp: bool, ports: bool) -> String {
+    if !net.enabled {
+        return format!(
+            "this policy lets tools reach no network (network.enabled: false: no TCP, UDP, raw or MPTCP socket, loopback included){}",
+            if seccomp {
+                ", enforced by seccomp"
+            } else {
+                "; NOT enforced here (no seccomp): tools can reach the network"
+            }
+        );
+    }
+    let list = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+    let mut parts = Vec::new();
+    parts.push(if net.connect_tcp.is_empty() {
+        "connect to any TCP port".to_string()
+    } else {
+        format!("connect to TCP ports {} only", list(&net.connect_tcp))
+    });
+    parts.push(if net.bind_tcp.is_empty() {
+        "bind any TCP port".to_string()
+    } else {
+        format!("bind TCP ports {} only", list(&net.bind_tcp))
+    });
+    let restricted = !net.connect_tcp.is_empty() || !net.bind_tcp.is_empty();
+    let enforced = match (restricted, ports) {
+        (false, _) => "",
+        (true, true) => ", enforced by Landlock",
+        (true, false) => "; the port rules are NOT enforced here (Landlock before ABI 4)",
+    };
+    format!(
+        "this policy lets tools reach the network (network.enabled: true): {}{enforced}",
+        parts.join(", ")
+    )
+}
+
 impl Report {
+    /// The policy file's latest version does not parse, so what is in effect
+    /// is an older one: said as a required missing item (the report is then
+    /// not "everything enforced").
+    pub fn policy_not_reloaded(&mut self, why: &str, loaded_at: std::time::SystemTime) {
+        self.missing.push(Missing {
+            what: format!(
+                "the policy file does not parse: {why}; the server uses the version loaded at {}",
+                toolsrv_protocol::format_rfc3339_millis(loaded_at)
+            ),
+            required: true,
+            fix: "fix the file: the server loads it again at its next request, and refuses to start with it as it is".to_string(),
+        });
+        self.enforced = false;
+    }
+
     /// Holds `facts` against `policy` (read from `policy_path`, `None` for
     /// the built-in policy).
     pub fn evaluate(facts: &Facts, policy: &Policy, policy_path: Option<&str>) -> Report {
@@ -645,6 +702,7 @@ impl Report {
                 },
             },
             network: Network {
+                policy: network_allowed(&policy.network, facts.seccomp.is_ok(), abi >= 4),
                 mechanism: if abi >= 4 { "landlock-tcp-ports" } else { "seccomp-only" }.to_string(),
                 no_network: facts.seccomp.is_ok(),
                 tcp_ports: abi >= 4,

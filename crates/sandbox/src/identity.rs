@@ -1,4 +1,4 @@
-//! The identity tools run under (CONTRACT §13): a server run by an ordinary
+//! The identity tools run under (docs/policy-format.md, "Protected paths"): a server run by an ordinary
 //! user runs tools whose uid and gid are its own, whatever namespaces it uses.
 //!
 //! A server that is not root enters a user namespace of its own at startup,

@@ -2,6 +2,7 @@
 //! variables, resolution into [`crate::rules::ResolvedRules`], named profiles
 //! with reload on change, and the embedded default policy.
 
+mod env_paths;
 mod error;
 mod ldd;
 mod model;

@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 
 pub use error::SpawnError;
 pub use process::{Child, ExitStatus};
-pub use spec::{Join, SpawnSpec};
+pub use spec::{Join, SpawnSpec, MAX_FILES};
 pub use stdio::preopen;
 
 use crate::confine::Confinement;
@@ -40,7 +40,7 @@ use args::{child_args, null_terminated, seccomp_fprog, ChildStrings};
 use child::ChildArgs;
 use clone_child::{clone_into_run, clone_vfork};
 use error::child_error;
-use stdio::{dev_null, output_fd};
+use stdio::{dev_null, file_fds, output_fd};
 
 /// Starts the tool described by `spec` and returns once it has exec'd (or failed).
 ///
@@ -50,6 +50,7 @@ use stdio::{dev_null, output_fd};
 pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     let devnull = dev_null()?;
     let (output, _output_dup) = output_fd(spec)?;
+    let (files, _file_dups) = file_fds(spec)?;
     let argv = null_terminated(spec.argv);
     let envp = null_terminated(spec.envp);
     let fprog = spec
@@ -69,6 +70,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
         },
         devnull.as_raw_fd(),
         output,
+        files,
         spec.confinement,
         fprog.as_ref(),
         &spec.join,
@@ -114,7 +116,8 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     // A duplicate made for the output may be closed once `clone` returned: the
     // child has its own copy of the descriptor table.
     let (output, _output_dup) = output_fd(spec)?;
-    let launch = launch::Launch::new(spec, devnull.as_raw_fd(), output)?;
+    let (files, _file_dups) = file_fds(spec)?;
+    let launch = launch::Launch::new(spec, devnull.as_raw_fd(), output, files)?;
     launch
         .args
         .reset_signals

@@ -4,7 +4,7 @@
 //! (`fchdir`) are both made from the descriptor opened here, beneath the
 //! descriptor of the server's `--cwd`: whatever happens to the path
 //! afterwards (a tool swapping the directory for a symbolic link to `/`, say)
-//! changes neither (CONTRACT section 12; issue 14, hole 1).
+//! changes neither (docs/containment.md; issue 14, hole 1).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;

@@ -1,4 +1,4 @@
-//! `doctor::Report::evaluate`: facts held against a policy (CONTRACT §17).
+//! `doctor::Report::evaluate`: facts held against a policy (docs/cli.md).
 //! The facts are written by hand here, for hosts this machine is not (no
 //! Landlock, user namespaces refused); `crates/toolsrv/tests/doctor.rs`
 //! checks the real host and a real server.

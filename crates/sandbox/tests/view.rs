@@ -29,6 +29,7 @@ fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
         mount_ns: Some(view.ns()),
         user_ns: view.user_ns(),
         output: w.as_fd(),
+        files: &[],
         confinement: None,
         join: Default::default(),
     };

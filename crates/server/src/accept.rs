@@ -1,4 +1,4 @@
-//! The accept loop (CONTRACT §2, §12): every connection is served in its own
+//! The accept loop (docs/protocol.md, "Connection"; docs/containment.md): every connection is served in its own
 //! task, at most `--max-connections` at once (beyond that a new connection is
 //! closed at once), each closed if it has not attached within `--auth-timeout`.
 //! Connections from the server's own descendants (its tools and what they

@@ -1,4 +1,4 @@
-//! Shared-secret authentication (CONTRACT §3).
+//! Shared-secret authentication (docs/protocol.md, "Authentication").
 //!
 //! The first accepted secret is stored (in memory only) and a 64-hex-digit session
 //! token is created; later clients must present the same secret and get the same

@@ -1,4 +1,4 @@
-//! The bypass broker (architecture, "Bypass namespace"; CONTRACT §8): requests for
+//! The bypass broker (architecture, "Bypass namespace"; docs/protocol.md, "Bypass requests"): requests for
 //! unsandboxed runs wait here until a human observer approves or rejects them.
 //!
 //! Separate from sandbox execution: the executor resolves a request completely
@@ -154,6 +154,11 @@ pub(crate) async fn await_approval(
         cwd: prep.cwd.display().to_string(),
         env: prep.env.clone(),
         request_env: prep.payload.env.iter().cloned().collect(),
+        files: prep
+            .files
+            .iter()
+            .map(|f| (f.name.clone(), f.value.clone()))
+            .collect(),
         created: format_rfc3339_millis(SystemTime::now()),
     });
     tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");

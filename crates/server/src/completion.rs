@@ -1,4 +1,4 @@
-//! Background completion messages (CONTRACT §9): when a background process with
+//! Background completion messages (docs/protocol.md, "Completion messages"): when a background process with
 //! a session and an agent ends, one line goes to `s/<session>/prompt` on the
 //! Ollie namespace socket, through the project's own 9P client, unauthenticated.
 //! Delivery runs in its own task, is bounded in time, and a failure is only logged.

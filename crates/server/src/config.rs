@@ -1,4 +1,4 @@
-//! [`Config`]: the settings of `toolsrv serve` (CONTRACT §1), each default
+//! [`Config`]: the settings of `toolsrv serve` (docs/cli.md), each default
 //! written once.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! The descriptor limit (CONTRACT §12): raised at startup so that
+//! The descriptor limit (docs/containment.md): raised at startup so that
 //! `--max-connections` fits, and a reserve descriptor that lets the accept
 //! loop shed a connection when the limit is reached anyway.
 

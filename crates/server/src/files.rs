@@ -90,7 +90,7 @@ pub(crate) trait Request: Send + Sync + 'static {
 }
 
 /// A file whose writes form a request and whose first read evaluates it
-/// (CONTRACT §4, "Write-then-read files").
+/// (docs/protocol.md, "Namespace", "Write-then-read files").
 pub(crate) struct WriteThenRead<R>(pub(crate) Arc<R>);
 
 impl<R: Request> File for WriteThenRead<R> {

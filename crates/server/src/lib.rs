@@ -8,7 +8,7 @@
 //! - `config`: [`Config`], the `serve` settings and their defaults.
 //! - `bypass`: the bypass broker (pending requests, approval, expiry).
 //! - `completion`: background completion messages to the Ollie namespace.
-//! - `auth`: the shared-secret / session-token authentication (CONTRACT §3).
+//! - `auth`: the shared-secret / session-token authentication (docs/protocol.md, "Authentication").
 //! - `socket`: binding the Unix socket (mode 0600, live/stale detection),
 //!   socket activation, and the `SO_PEERCRED` check.
 //! - `fdlimit`: the descriptor limit raised at startup, the reserve descriptor.

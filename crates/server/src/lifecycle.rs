@@ -1,4 +1,4 @@
-//! Lifecycle (architecture, "Startup and shutdown"; CONTRACT §11): [`run`]
+//! Lifecycle (architecture, "Startup and shutdown"; docs/lifecycle.md): [`run`]
 //! serves until shutdown; the idle monitor, orphan reaping, garbage collection
 //! and containment upkeep run beside it; then the shutdown sequence.
 

@@ -1,4 +1,4 @@
-//! `serve --secret-file F` (CONTRACT §3): the pinned secret, read once at
+//! `serve --secret-file F` (docs/protocol.md, "Authentication"): the pinned secret, read once at
 //! startup from a file only the server's uid can read.
 
 use std::io::Read;

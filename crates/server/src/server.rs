@@ -19,7 +19,7 @@ use crate::registry::Registry;
 use toolsrv_protocol::{ProcState, ToolResult};
 use toolsrv_sandbox::policy::PolicyStore;
 
-/// The server's own files, which no sandbox rule may reach (CONTRACT §13).
+/// The server's own files, which no sandbox rule may reach (docs/policy-format.md, "Protected paths").
 /// Hidden: the socket (a tool that connects to it approves its own bypass;
 /// one that replaces it collects the next client's secret), `<socket>.secret`,
 /// `<socket>.mcp-token` (the MCP bridge's HTTP bearer token, docs/mcp.md),
@@ -55,7 +55,7 @@ fn server_files(
     .chain(config.secret_file.clone())
     .chain(config.log.clone())
     .collect();
-    // grants.yaml (CONTRACT §15) joins this list where the server keeps one.
+    // grants.yaml (docs/policy-format.md) joins this list where the server keeps one.
     let shown = vec![config.tools_dir.clone(), tools_dir.to_path_buf()];
     let read_only = [
         config.sandbox.clone(),

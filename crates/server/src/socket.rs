@@ -1,4 +1,4 @@
-//! The listening socket (CONTRACT §2): mode 0600, a live socket is never stolen,
+//! The listening socket (docs/protocol.md, "Connection"): mode 0600, a live socket is never stolen,
 //! a stale one is replaced; peers are checked with `SO_PEERCRED`.
 
 use std::io;

@@ -362,8 +362,8 @@ pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<b
 /// blocks) goes back to the system when it is freed. glibc's default
 /// threshold rises with every such block freed, after which they come from
 /// the heap, whose freed pages it keeps: the server's memory then stays at
-/// its high-water mark instead of following the retention budget (CONTRACT
-/// §12). Call while single-threaded.
+/// its high-water mark instead of following the retention budget (docs/containment.md
+///). Call while single-threaded.
 pub(crate) fn map_large_allocations() {
     #[cfg(target_env = "gnu")]
     // Safety: mallopt only changes a tuning parameter of the allocator.
@@ -402,4 +402,21 @@ pub(crate) unsafe fn blank_environ_values(prefix: &[u8]) {
             p = p.add(1);
         }
     }
+}
+
+/// A new anonymous file (`memfd_create`, close-on-exec) holding `data`,
+/// its offset at 0: what a tool gets of a `file: true` argument.
+pub(crate) fn memfd_with(name: &std::ffi::CStr, data: &[u8]) -> io::Result<OwnedFd> {
+    // Safety: `name` is NUL-terminated and outlives the call.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: `fd` is a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let file = std::fs::File::from(fd);
+    // Written at offsets, so the descriptor's own offset stays at 0 for a
+    // tool that reads it directly (`cat <&3`).
+    std::os::unix::fs::FileExt::write_all_at(&file, data, 0)?;
+    Ok(OwnedFd::from(file))
 }

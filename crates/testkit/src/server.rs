@@ -80,7 +80,7 @@ enum Ready {
 /// none rebuilds its view when another starts; a test that wants servers
 /// to meet gives them one `XDG_RUNTIME_DIR` or `HOME` itself). Its `--cwd` is `<home>/cwd` unless
 /// given: the socket, tools and config are kept out of the cwd because the
-/// server carves them out of every sandbox rule (CONTRACT §12), and inside
+/// server carves them out of every sandbox rule (docs/containment.md), and inside
 /// the cwd tools could not create files at its top level.
 pub struct Launch {
     bin: PathBuf,
@@ -108,6 +108,9 @@ impl Default for Launch {
 impl Launch {
     /// The binary under test ([`toolsrv_bin`]), `RUST_LOG=debug` and no
     /// `$NAMESPACE` (no Ollie namespace), waiting until the socket answers.
+    /// The server starts with every signal at its default disposition, as a
+    /// service manager starts a daemon: what the test process ignores is not
+    /// passed on.
     pub fn new() -> Launch {
         Launch::with_bin(toolsrv_bin())
     }
@@ -298,6 +301,14 @@ impl Launch {
                 Some(v) => cmd.env(k, v),
                 None => cmd.env_remove(k),
             };
+        }
+        // Safety: the closure makes only `rt_sigaction` system calls, which
+        // are async-signal-safe, between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                crate::sys::default_signal_dispositions();
+                Ok(())
+            });
         }
         if let Some(tweak) = self.tweak {
             tweak(&mut cmd);

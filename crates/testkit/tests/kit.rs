@@ -86,3 +86,35 @@ fn stop_signals_and_reaps_the_server() {
     assert!(!srv.running());
     assert_eq!(srv.pid(), 0);
 }
+
+/// The signals ignored by `pid` (`SigIgn:` of its status, bit `n - 1` for
+/// signal `n`).
+fn ignored_signals(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .expect("SigIgn line");
+    u64::from_str_radix(hex.trim(), 16).expect("hex mask")
+}
+
+#[test]
+fn a_server_does_not_inherit_the_signals_the_test_process_ignores() {
+    // SIGUSR2 and SIGWINCH mean nothing to the other tests of this binary.
+    // Safety: installs SIG_IGN, which runs no code.
+    unsafe {
+        libc::signal(libc::SIGUSR2, libc::SIG_IGN);
+        libc::signal(libc::SIGWINCH, libc::SIG_IGN);
+    }
+    assert_ne!(
+        ignored_signals(std::process::id()) & (1 << (libc::SIGUSR2 - 1)),
+        0
+    );
+    let srv = Launch::new().arg("--no-auth").start();
+    // What toolsrv ignores itself: SIGPIPE (the Rust runtime's choice).
+    assert_eq!(
+        ignored_signals(srv.pid()),
+        1 << (libc::SIGPIPE - 1),
+        "the server ignores only SIGPIPE"
+    );
+}

@@ -1,4 +1,4 @@
-//! The command line (CONTRACT §1 and §10). Parsing only; `serve` and the client
+//! The command line (docs/cli.md; docs/cli.md, "The client"). Parsing only; `serve` and the client
 //! commands validate and resolve what they get.
 
 use std::path::PathBuf;
@@ -50,6 +50,19 @@ pub struct Global {
     pub json: bool,
 }
 
+/// An agent ID as the server takes it, or why not (which characters are).
+fn agent_id(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err(format!(
+            "the agent ID is empty: {}",
+            toolsrv_protocol::AGENT_ID_RULE
+        ));
+    }
+    toolsrv_protocol::validate_agent_id(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     toolsrv_protocol::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -58,7 +71,7 @@ fn size(s: &str) -> Result<u64, String> {
     toolsrv_protocol::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// `toolsrv serve` flags (CONTRACT §1).
+/// `toolsrv serve` flags (docs/cli.md).
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The Unix socket to listen on.
@@ -130,7 +143,7 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct CallArgs {
     /// The agent ID the call runs for (the tool is loaded for it if it is not yet).
-    #[arg(long, default_value = "cli")]
+    #[arg(long, default_value = "cli", value_parser = agent_id)]
     pub agent: String,
     /// A session ID (for completion messages of background runs).
     #[arg(long)]
@@ -157,8 +170,11 @@ pub struct CallArgs {
     pub no_stream: bool,
     /// The tool name.
     pub tool: String,
-    /// Arguments as key=value (values may contain anything, including `=`).
-    pub args: Vec<String>,
+    /// Arguments as key=value (values may contain anything, including `=`);
+    /// key=@FILE takes the value from FILE, key=@- from standard input, and
+    /// key=@@text is the value @text.
+    #[arg(value_name = "KEY=VALUE", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// `toolsrv remote up` flags.
@@ -222,7 +238,7 @@ pub struct McpArgs {
     /// The agent ID whose loaded tools are served. Without --load, only the
     /// tools already loaded for it (`toolsrv load A TOOL...`) are listed: none
     /// for a new agent.
-    #[arg(long)]
+    #[arg(long, value_parser = agent_id)]
     pub agent: String,
     /// A session ID sent with every call.
     #[arg(long)]
@@ -297,12 +313,13 @@ pub enum Command {
     /// List the tools loaded for an agent.
     Tools {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
     },
     /// Show a tool's description and parameters (loading it for the agent if needed).
     Describe {
         /// The agent ID the tool is loaded for.
-        #[arg(long, default_value = "cli")]
+        #[arg(long, default_value = "cli", value_parser = agent_id)]
         agent: String,
         /// The tool name.
         tool: String,
@@ -310,11 +327,13 @@ pub enum Command {
     /// Show an agent's registry revision.
     Rev {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
     },
     /// Load tools for an agent.
     Load {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
         /// Tool names.
         #[arg(required = true)]
@@ -323,6 +342,7 @@ pub enum Command {
     /// Unload tools for an agent.
     Unload {
         /// The agent ID.
+        #[arg(value_parser = agent_id)]
         agent: String,
         /// Tool names.
         #[arg(required = true)]
@@ -335,7 +355,7 @@ pub enum Command {
     /// List processes (all, or one agent's).
     Ps {
         /// Only this agent's processes.
-        #[arg(long)]
+        #[arg(long, value_parser = agent_id)]
         agent: Option<String>,
         /// Only processes still running (or awaiting approval).
         #[arg(long)]

@@ -1,4 +1,4 @@
-//! The client subcommands (CONTRACT §10).
+//! The client subcommands (docs/cli.md, "The client").
 
 use std::process::ExitCode;
 
@@ -203,10 +203,16 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
                     for_terminal(&path)
                 );
             }
-            let data = client
+            let mut data = client
                 .read_file(&path)
                 .await
                 .with_context(|| format!("cannot read {}", for_terminal(&path)))?;
+            // The namespace's JSON files (`info`, `all`, `doctor`) end
+            // without a newline; text gets one, so the shell's prompt starts
+            // on a line of its own. Other bytes are left as they are.
+            if !data.is_empty() && !data.ends_with(b"\n") && std::str::from_utf8(&data).is_ok() {
+                data.push(b'\n');
+            }
             write_raw(&data)?;
         }
     }
@@ -301,7 +307,7 @@ async fn pending(client: &Client, global: &Global, follow: bool) -> Result<()> {
 }
 
 /// A pending request for a human: what it is, the command, and the request's
-/// own `env.NAME` fields, every field escaped for the terminal (CONTRACT §8).
+/// own `env.NAME` fields, every field escaped for the terminal (docs/protocol.md, "Bypass requests").
 fn describe_pending(r: &toolsrv_protocol::BypassRequest) -> String {
     let t = |s: &str| for_terminal(s).into_owned();
     let mut text = format!(
@@ -320,7 +326,28 @@ fn describe_pending(r: &toolsrv_protocol::BypassRequest) -> String {
     for (name, value) in &r.request_env {
         text.push_str(&format!("\n    request env: {}={}", t(name), t(value)));
     }
+    for (name, value) in &r.files {
+        text.push_str(&format!("\n    {}: {}", t(name), t(&file_preview(value))));
+    }
     text
+}
+
+/// The start of a `file: true` argument's value for the terminal: at most
+/// 400 bytes, and how long it is when that is not all.
+fn file_preview(value: &str) -> String {
+    const SHOWN: usize = 400;
+    if value.len() <= SHOWN {
+        return value.to_string();
+    }
+    let mut end = SHOWN;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} bytes in all; `toolsrv --json pending` shows every byte)",
+        &value[..end],
+        value.len()
+    )
 }
 
 /// `rwxr-xr-x` from permission bits.

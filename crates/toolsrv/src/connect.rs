@@ -1,6 +1,6 @@
 //! Which server the client commands talk to (`--socket`, `$TOOLSRV_SOCKET`; a
 //! local socket or an `ssh://` address), and connecting to it with the right
-//! secret (CONTRACT §10).
+//! secret (docs/cli.md, "The client").
 
 use std::path::PathBuf;
 
@@ -61,8 +61,37 @@ pub(crate) async fn connect(global: &Global) -> Result<Client> {
         .await
         .map_err(|e| match e {
             toolsrv_client::ClientError::Io { source, .. } => no_server(&socket, source),
+            toolsrv_client::ClientError::Auth(m) if m == "authentication failed" => {
+                anyhow!("{m}: {}", secret_source(global, &socket))
+            }
             e => e.into(),
         })
+}
+
+/// Where the refused secret came from, in the order the client looks
+/// (`$TOOLSRV_SECRET`, `--secret-file`, `<socket>.secret`), and what to do.
+fn secret_source(global: &Global, socket: &std::path::Path) -> String {
+    let env = toolsrv_client::secret::SECRET_ENV;
+    let default = toolsrv_client::secret::default_secret_path(socket);
+    if std::env::var_os(env).is_some_and(|v| !v.is_empty()) {
+        return format!(
+            "the server at {} has another secret than the one in ${env} (set in this environment, it overrides --secret-file and {}): unset ${env}, or set it to the server's secret",
+            socket.display(),
+            default.display()
+        );
+    }
+    match &global.secret_file {
+        Some(f) => format!(
+            "the server at {} has another secret than the one in {} (--secret-file)",
+            socket.display(),
+            f.display()
+        ),
+        None => format!(
+            "the server at {} has another secret than the one in {} (it keeps the first secret a client sends, or the one of its own --secret-file): pass that file with --secret-file, or restart the server",
+            socket.display(),
+            default.display()
+        ),
+    }
 }
 
 /// The error for a socket nobody answers on, with what to do about it.

@@ -44,11 +44,13 @@ fn man_command() -> clap::Command {
 /// configuration is) becomes a CONFIGURATION section, not clap_mangen's EXTRA.
 fn render(cmd: clap::Command) -> anyhow::Result<(String, Vec<u8>)> {
     let after = cmd.get_after_help().map(ToString::to_string);
+    let values = option_values(&cmd);
     let man = clap_mangen::Man::new(cmd.after_help(None::<&str>))
         .source(format!("toolsrv {}", crate::cli::VERSION));
     let mut out = Vec::new();
     man.render(&mut out)
         .context("cannot render the manual page")?;
+    let mut out = with_synopsis_values(&out, &values);
     if let Some(text) = after {
         out.extend_from_slice(b".SH CONFIGURATION\n");
         for line in text.lines() {
@@ -63,6 +65,51 @@ fn render(cmd: clap::Command) -> anyhow::Result<(String, Vec<u8>)> {
         }
     }
     Ok((man.get_filename(), out))
+}
+
+/// Each option of `cmd` that takes a value, as its roff name in the
+/// synopsis (`\fB\-\-cwd\fR`) and its value's name (`PATH`).
+fn option_values(cmd: &clap::Command) -> Vec<(String, String)> {
+    cmd.get_arguments()
+        .filter(|a| a.get_action().takes_values() && a.get_long().is_some())
+        .map(|a| {
+            let long = a.get_long().unwrap_or_default().replace('-', "\\-");
+            let value = a
+                .get_value_names()
+                .and_then(|v| v.first())
+                .map_or_else(|| a.get_id().as_str().to_uppercase(), ToString::to_string);
+            (format!("\\fB\\-\\-{long}\\fR"), value)
+        })
+        .collect()
+}
+
+/// The page with each option's value in its SYNOPSIS line (clap_mangen
+/// writes `[--cwd]` for `--cwd <PATH>`): `[--cwd PATH]`.
+fn with_synopsis_values(roff: &[u8], values: &[(String, String)]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(roff);
+    let mut out = String::with_capacity(text.len() + 256);
+    let mut in_synopsis = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with(".SH") {
+            in_synopsis = line.starts_with(".SH SYNOPSIS");
+            out.push_str(line);
+            continue;
+        }
+        if !in_synopsis {
+            out.push_str(line);
+            continue;
+        }
+        let mut l = line.to_string();
+        for (flag, value) in values {
+            for (open, close) in [("[", "]"), ("<", ">")] {
+                let bare = format!("{open}{flag}{close}");
+                let with = format!("{open}{flag} \\fI{value}\\fR{close}");
+                l = l.replace(&bare, &with);
+            }
+        }
+        out.push_str(&l);
+    }
+    out.into_bytes()
 }
 
 /// The page of `path` (e.g. `["remote", "up"]`; empty: toolsrv itself).

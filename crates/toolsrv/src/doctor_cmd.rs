@@ -1,6 +1,6 @@
 //! `toolsrv doctor`: what this host enforces of a policy and, with
 //! `--socket`, what the running server reports about itself (its `doctor`
-//! file); what is missing and what to change (CONTRACT §17, docs/cli.md).
+//! file); what is missing and what to change (docs/cli.md, docs/cli.md).
 //!
 //! Exit status: 0 when everything the policy asks for is enforced (judged as
 //! `general.best_effort: false` would), 1 otherwise or when the policy or the
@@ -32,7 +32,7 @@ pub fn main(global: &Global, sandbox: Option<PathBuf>) -> ExitCode {
 
 /// Prints the reports; whether everything is enforced.
 fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
-    let (policy, path) = policy(sandbox)?;
+    let (policy, path, broken) = policy(sandbox)?;
     // Probed before any thread exists (the namespace probes fork).
     let facts = Facts::host(
         std::env::var(toolsrv_sandbox::contain::FORCE_ENV)
@@ -43,13 +43,24 @@ fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
             .as_deref(),
         std::env::var(toolsrv_watch::FORCE_ENV).ok().as_deref(),
     );
-    let host = Report::evaluate(&facts, &policy.current(), path.as_deref());
+    let mut host = Report::evaluate(&facts, &policy.current(), path.as_deref());
+    if let Some(why) = &broken {
+        // What a server started now would do: refuse to start.
+        host.missing.push(toolsrv_sandbox::doctor::Missing {
+            what: format!(
+                "the policy file does not parse: {why}; a server started with it refuses to start, and one running keeps the version it loaded (its report below, with --socket, says when)"
+            ),
+            required: true,
+            fix: "fix the file".to_string(),
+        });
+        host.enforced = false;
+    }
     let server = if crate::connect::socket_path(global).is_ok() {
         Some(server_report(global)?)
     } else {
         None
     };
-    let enforced = server.as_ref().unwrap_or(&host).enforced;
+    let enforced = server.as_ref().unwrap_or(&host).enforced && broken.is_none();
     if global.json {
         // Both reports and the verdict (docs/cli.md).
         let both = serde_json::json!({
@@ -78,8 +89,10 @@ fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
 }
 
 /// `--sandbox P`, else the default policy file when it exists, else the
-/// built-in policy; with its path for the report.
-fn policy(sandbox: Option<PathBuf>) -> Result<(PolicyStore, Option<String>)> {
+/// built-in policy; with its path for the report, and, when the file does
+/// not parse, why (the built-in policy is judged then, so the rest of the
+/// report still says what this host offers).
+fn policy(sandbox: Option<PathBuf>) -> Result<(PolicyStore, Option<String>, Option<String>)> {
     let path = match sandbox {
         Some(p) => {
             let p = crate::paths::expand_tilde(&p);
@@ -89,11 +102,18 @@ fn policy(sandbox: Option<PathBuf>) -> Result<(PolicyStore, Option<String>)> {
         None => Some(crate::paths::config_dir().join("sandbox.yaml")).filter(|p| p.is_file()),
     };
     match path {
-        Some(p) => {
-            let store = PolicyStore::open(&p).with_context(|| format!("policy {}", p.display()))?;
-            Ok((store, Some(p.display().to_string())))
-        }
-        None => Ok((PolicyStore::embedded_default(), None)),
+        Some(p) => match PolicyStore::open(&p) {
+            Ok(store) => Ok((store, Some(p.display().to_string()), None)),
+            Err(e @ toolsrv_sandbox::policy::PolicyError::Io { .. }) => {
+                Err(e).with_context(|| format!("policy {}", p.display()))
+            }
+            Err(e) => Ok((
+                PolicyStore::embedded_default(),
+                Some(p.display().to_string()),
+                Some(e.to_string()),
+            )),
+        },
+        None => Ok((PolicyStore::embedded_default(), None, None)),
     }
 }
 
@@ -200,8 +220,16 @@ fn print_report(r: &Report, whose: &str) -> Result<()> {
         t(&r.filesystem.detail)
     )?;
     let n = &r.network;
+    if !n.policy.is_empty() {
+        outln!("  network       {}", t(&n.policy))?;
+    }
     outln!(
-        "  network       {}; network.enabled: false {}; domains: {}",
+        "  {}{}; network.enabled: false {}; domains: {}",
+        if n.policy.is_empty() {
+            "network       "
+        } else {
+            "              "
+        },
         t(&n.mechanism),
         if n.no_network {
             "enforced (seccomp)"

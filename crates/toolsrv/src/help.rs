@@ -44,8 +44,38 @@ pub fn command() -> clap::Command {
 /// Parse the process's arguments (exits with clap's usage error, code 2, or
 /// prints help/version and exits 0).
 pub fn parse() -> Cli {
-    let mut matches = command().get_matches();
+    let mut matches = command().try_get_matches().unwrap_or_else(|e| {
+        if e.kind() == clap::error::ErrorKind::InvalidUtf8 {
+            if let Some(text) = not_utf8_argument() {
+                crate::logwriter::say!("toolsrv: {text}");
+                std::process::exit(2);
+            }
+        }
+        e.exit()
+    });
     Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Which command-line argument is not UTF-8, said so (clap says only that
+/// one is): `argument 3 (--cwd) is not valid UTF-8: ...`.
+fn not_utf8_argument() -> Option<String> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (i, arg) = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, a)| a.to_str().is_none())?;
+    let before = args
+        .get(i - 1)
+        .and_then(|a| a.to_str())
+        .filter(|a| a.starts_with('-'));
+    let after = before
+        .map(|f| format!(", the value of {f}"))
+        .unwrap_or_default();
+    Some(format!(
+        "argument {i} ({}{after}) is not valid UTF-8: toolsrv takes text (tool arguments excepted, which are checked one by one)",
+        crate::output::for_terminal(&arg.to_string_lossy())
+    ))
 }
 
 /// Refuse flags given to a command that does not take them (the parser

@@ -42,6 +42,7 @@ mod request;
 mod runtime;
 mod serve;
 mod stream;
+mod tool_args;
 
 use std::process::ExitCode;
 

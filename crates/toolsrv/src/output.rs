@@ -1,6 +1,6 @@
 //! What the client prints: lines to stdout that end the program quietly when
-//! stdout is closed (CONTRACT §10: `toolsrv ps | head -1` never panics), and
-//! text from the server made safe for a terminal (CONTRACT §8: `toolsrv
+//! stdout is closed (docs/cli.md, "The client": `toolsrv ps | head -1` never panics), and
+//! text from the server made safe for a terminal (docs/protocol.md, "Bypass requests": `toolsrv
 //! pending` never prints a control character raw).
 
 use std::borrow::Cow;

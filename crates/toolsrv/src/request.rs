@@ -2,7 +2,7 @@
 //! from the command line, the tool loaded for the agent, and the retry without
 //! the client's working directory when the server refuses it.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use toolsrv_client::{CallRequest, Client};
 use toolsrv_protocol::CwdRefusal;
 
@@ -10,7 +10,7 @@ use crate::cli::{CallArgs, Global};
 use crate::output::for_terminal;
 
 /// The request for `call`/`bg`. Without `--cwd` it asks for the client's own
-/// working directory (CONTRACT §10); [`outside_cwd`] tells when the server
+/// working directory (docs/cli.md, "The client"); [`outside_cwd`] tells when the server
 /// refused that, and the caller then asks again without it. Against a
 /// remote server (`ssh://`) the local directory means nothing there: the
 /// tool runs in the server's `--cwd` unless `--cwd` says otherwise.
@@ -29,15 +29,7 @@ pub(crate) fn request(a: &CallArgs, global: &Global) -> Result<CallRequest> {
     req.timeout = a.timeout;
     req.sandbox = a.sandbox.clone();
     req.bypass = a.bypass;
-    for arg in &a.args {
-        let Some((k, v)) = arg.split_once('=') else {
-            bail!("argument {arg:?} is not key=value");
-        };
-        if k.is_empty() {
-            bail!("argument {arg:?} has an empty key");
-        }
-        req.args.push((k.into(), v.into()));
-    }
+    req.args = crate::tool_args::parse(&a.args)?;
     Ok(req)
 }
 

@@ -1,4 +1,4 @@
-//! CONTRACT §3: authentication.
+//! docs/protocol.md, "Authentication": authentication.
 
 use toolsrv_wire::{Body, NOFID, QTAUTH};
 

@@ -1,4 +1,4 @@
-//! CONTRACT §8, the bypass broker (issue 6), over the socket: pending requests,
+//! docs/protocol.md, "Bypass requests", the bypass broker (issue 6), over the socket: pending requests,
 //! resolution, expiry, withdrawal, background bypass, and the protections that
 //! keep a tool from approving its own request.
 //!
@@ -19,7 +19,7 @@ use toolsrv_wire::{Body, ORDWR, OREAD};
 
 use crate::util::{cli, toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
-/// The exact key set of a pending request (CONTRACT §8).
+/// The exact key set of a pending request (docs/protocol.md, "Bypass requests").
 const PENDING_KEYS: [&str; 10] = [
     "agent",
     "command",
@@ -1018,5 +1018,45 @@ fn assert_resolved_or_withdrawn(o: &mut Raw, id: &str) {
     assert_eq!(
         resolve(o, &format!(r#"{{"id": "{id}", "approve": true}}"#)),
         Err(format!("unknown bypass request \"{id}\""))
+    );
+}
+
+/// A bypass request of a tool with `file: true` arguments shows their values
+/// (the command names them only by path): what the observer approves is what
+/// is written.
+#[test]
+fn pending_request_shows_the_values_of_file_arguments() {
+    let (srv, mut a) = session(&[]);
+    a.write("ctl", "load a1 file_write")
+        .expect("load file_write");
+    let mut o = srv.attached();
+    open_pending(&mut o, 1);
+    let content = "approved text\n".repeat(2_000);
+    let payload = toolsrv_protocol::encode_payload(&[
+        ("tool", "file_write"),
+        ("agent", "a1"),
+        ("bypass", "true"),
+        ("path", "w.txt"),
+        ("content", &content),
+    ]);
+    let tag = start_call(&mut a, 71, &payload);
+    let req = next_request(&mut o, 1);
+    assert_eq!(
+        req["files"]["content"],
+        content.as_str(),
+        "files of {}",
+        req["command"]
+    );
+    let command = req["command"].as_str().expect("command");
+    assert!(
+        command.contains("--content-file /proc/self/fd/3"),
+        "{command}"
+    );
+    approve(&mut o, &id_of(&req));
+    let (is_error, text) = result_text(&finish_call(&mut a, tag));
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(srv.cwd().join("w.txt")).expect("read"),
+        content
     );
 }

@@ -1,4 +1,4 @@
-//! CONTRACT §12, first two points: every process of a run belongs to it and dies
+//! docs/containment.md, first two points: every process of a run belongs to it and dies
 //! with it (however it detached), and a run's limits hold.
 //!
 //! Each test is an attack a tool can make: descendants that call `setsid`,
@@ -19,7 +19,7 @@ use crate::procs_util::{
 };
 use crate::util::{toolsrv_bin, wait_until, Launch, Raw, Server, WAIT};
 
-/// How long a run's leftovers may take to die (CONTRACT §12).
+/// How long a run's leftovers may take to die (docs/containment.md).
 const RUN_END: Duration = Duration::from_secs(3);
 /// How long they may take after the server stops or dies.
 const SERVER_END: Duration = Duration::from_secs(5);
@@ -427,7 +427,7 @@ fn a_sync_result_ends_with_the_limit_line() {
 #[test]
 fn an_allocation_over_the_memory_limit_ends_the_run_as_killed() {
     let (srv, mut c) = server(Some("  memory: 64MiB"), &[], &[]);
-    // The fid stays open so the entry stays (CONTRACT §12) to be listed below.
+    // The fid stays open so the entry stays (docs/containment.md) to be listed below.
     let r = crate::procs_util::call_held(
         &mut c,
         91,

@@ -223,16 +223,19 @@ fn client_errors_are_short_and_name_their_subject() {
         (&["kill", "9999"][..], "no process 9999"),
         (&["cat", "nope"][..], "no such file in the namespace: nope"),
         (&["cat", "proc"][..], "proc is a directory"),
-        (
-            &["load", "bad agent", "shell"][..],
-            "invalid agent \"bad agent\"",
-        ),
     ] {
         let (code, _, err) = cli(&srv.socket, args);
         assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("usage:"), "{args:?}: {err}");
     }
+    // A bad agent ID is a usage error, naming the value and what an ID is.
+    let (code, _, err) = cli(&srv.socket, &["load", "bad agent", "shell"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("invalid value 'bad agent' for '<AGENT>': invalid agent ID: an agent ID is 1 to 128 characters"),
+        "{err}"
+    );
     let (code, out, err) = cli(&srv.socket, &["ls", "info"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.trim_end().ends_with(" info"), "{out}");
@@ -240,7 +243,7 @@ fn client_errors_are_short_and_name_their_subject() {
 
 /// `call` runs in the caller's directory when it lies under the server's
 /// `--cwd`, and otherwise in the server's `--cwd`, saying so on stderr only
-/// (CONTRACT §10).
+/// (docs/cli.md, "The client").
 #[test]
 fn call_runs_where_the_caller_is_when_the_server_accepts_it() {
     let srv = Server::start(&["--no-auth"]);

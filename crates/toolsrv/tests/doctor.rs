@@ -1,4 +1,4 @@
-//! CONTRACT §17, first paragraph: `toolsrv doctor` says what this host and a
+//! docs/cli.md, first paragraph: `toolsrv doctor` says what this host and a
 //! running server enforce, what is missing and what to change, and exits 0
 //! only when everything the policy asks for is enforced.
 //!
@@ -260,4 +260,91 @@ fn the_server_reports_a_landlock_abi_limit_and_its_own_file_reads_as_json() {
         "{v}"
     );
     assert_eq!(v["enforced"], false);
+}
+
+/// The network line says what this policy lets tools reach: the built-in
+/// policy (the network), `enabled: false` (none, enforced by seccomp), port
+/// rules (those ports, enforced by Landlock).
+#[test]
+fn the_network_line_says_what_the_policy_lets_tools_reach() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = |args: &[&str]| String::from_utf8_lossy(&doctor(args, &[]).stdout).into_owned();
+    let builtin = text(&[]);
+    assert!(
+        builtin.contains("  network       this policy lets tools reach the network (network.enabled: true): connect to any TCP port, bind any TCP port\n"),
+        "{builtin}"
+    );
+    let off = dir.path().join("off.yaml");
+    std::fs::write(&off, "network:\n  enabled: false\n").expect("write");
+    let out = text(&["--sandbox", off.to_str().expect("utf-8")]);
+    assert!(
+        out.contains("  network       this policy lets tools reach no network (network.enabled: false: no TCP, UDP, raw or MPTCP socket, loopback included), enforced by seccomp\n"),
+        "{out}"
+    );
+    let ports = dir.path().join("ports.yaml");
+    std::fs::write(&ports, "network:\n  connect_tcp: [443, 80]\n").expect("write");
+    let out = text(&["--sandbox", ports.to_str().expect("utf-8")]);
+    assert!(
+        out.contains("this policy lets tools reach the network (network.enabled: true): connect to TCP ports 443, 80 only, bind any TCP port, enforced by Landlock\n"),
+        "{out}"
+    );
+}
+
+/// A policy file edited into one that does not parse: the server keeps the
+/// version it loaded, and doctor says so, with the file, line and reason and
+/// when that version was loaded; it does not say everything is enforced.
+#[test]
+fn a_policy_file_that_no_longer_parses_is_reported_with_the_version_in_use() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("sandbox.yaml");
+    std::fs::write(&file, "filesystem:\n  ro: [/usr]\n").expect("write");
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .arg("--sandbox")
+        .arg(&file)
+        .start();
+    std::fs::write(
+        &file,
+        "filesystem:\n  ro: [/usr]\nnetwork:\n  enabled: true\nfilesystem:\n  rw: [/]\n",
+    )
+    .expect("break the policy");
+    let out = cli(&srv.socket)
+        .args(["doctor", "--sandbox"])
+        .arg(&file)
+        .output()
+        .expect("run toolsrv doctor");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let f = file.display();
+    assert!(
+        text.contains(&format!("missing       the policy file does not parse: {f}:5: duplicate field \"filesystem\"; the server uses the version loaded at ")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("missing       the policy file does not parse: {f}:5: duplicate field \"filesystem\"; a server started with it refuses to start")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("NOT everything the policy asks for is enforced")),
+        "{text}"
+    );
+    // The time is the load before the edit, as RFC 3339.
+    let v = json(
+        &cli(&srv.socket)
+            .args(["--json", "doctor"])
+            .output()
+            .expect("doctor"),
+    );
+    let what = v["server"]["missing"]
+        .as_array()
+        .and_then(|m| {
+            m.iter()
+                .filter_map(|m| m["what"].as_str())
+                .find(|w| w.contains("loaded at"))
+        })
+        .unwrap_or_default()
+        .to_string();
+    let at = what.rsplit("loaded at ").next().unwrap_or_default();
+    assert!(at.len() == 24 && at.ends_with('Z'), "{what}: {v}");
 }

@@ -544,3 +544,76 @@ fn everyday_network_configuration_passes_through_and_credentials_do_not() {
         );
     }
 }
+
+/// `PIP_FIND_LINKS` naming directories outside every rule (one as a path, one
+/// as a `file://` URL) reaches pip, and so do the directories: read-only, as
+/// a `{PIP_FIND_LINKS}` rule would grant them. A CA bundle named by
+/// `SSL_CERT_FILE` likewise. A request's own `env.PIP_FIND_LINKS` grants
+/// nothing.
+#[test]
+fn everyday_pip_finds_the_wheels_its_find_links_variable_names() {
+    let outer = tempfile::tempdir().expect("tempdir");
+    let outer = std::fs::canonicalize(outer.path()).expect("canonical");
+    let (wheels, more, other) = (
+        outer.join("wheels"),
+        outer.join("more wheels"),
+        outer.join("other"),
+    );
+    for d in [&wheels, &more, &other] {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    std::fs::write(other.join("secret.txt"), "not for tools").expect("secret");
+    let ca = outer.join("corp-ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").expect("ca");
+    let find_links = format!(
+        "{} file://{}",
+        wheels.display(),
+        more.display().to_string().replace(' ', "%20")
+    );
+    let ca_s = ca.display().to_string();
+    let p = Project::start_with(&[("PIP_FIND_LINKS", &find_links), ("SSL_CERT_FILE", &ca_s)]);
+    if !present("python3", "pip install from PIP_FIND_LINKS") {
+        return;
+    }
+    // The wheel is made outside the sandbox, into the second directory.
+    std::fs::write(p.ws.join("make_wheel.py"), MAKE_WHEEL).expect("make_wheel.py");
+    std::fs::create_dir(p.ws.join("dist")).expect("dist");
+    let made = Command::new("python3")
+        .arg("make_wheel.py")
+        .current_dir(&p.ws)
+        .status()
+        .expect("python3 make_wheel.py");
+    assert!(made.success());
+    std::fs::rename(
+        p.ws.join("dist/everyday_pkg-0.1-py3-none-any.whl"),
+        more.join("everyday_pkg-0.1-py3-none-any.whl"),
+    )
+    .expect("move the wheel");
+    let run = p.sh(
+        &p.ws,
+        "python3 -m venv .venv && .venv/bin/pip install --no-index --disable-pip-version-check -q everyday_pkg \
+         && .venv/bin/python -c 'import everyday_pkg; print(everyday_pkg.GREETING)' && head -c 27 \"$SSL_CERT_FILE\"",
+        BUILD,
+    );
+    let text = run.ok("pip install through PIP_FIND_LINKS");
+    assert!(
+        text.trim_end()
+            .ends_with("hello from the wheel\n-----BEGIN CERTIFICATE-----"),
+        "{run:#?}"
+    );
+    // Read-only: nothing can be written there.
+    let run = p.sh(&p.ws, &format!("touch '{}/x'", wheels.display()), SHORT);
+    assert_ne!(run.code, Some(0), "{run:#?}");
+    assert!(!wheels.join("x").exists());
+    // An agent's own env.PIP_FIND_LINKS widens nothing.
+    let run = p.call(
+        &p.ws,
+        "shell",
+        &[
+            &format!("command=cat '{}/secret.txt'", other.display()),
+            &format!("env.PIP_FIND_LINKS={}", other.display()),
+        ],
+        SHORT,
+    );
+    assert!(!run.out.contains("not for tools"), "{run:#?}");
+}

@@ -186,3 +186,27 @@ fn every_manual_page_referred_to_is_generated() {
         "{err}"
     );
 }
+
+/// A manual page's SYNOPSIS shows what each option takes
+/// (`[--cwd PATH]`, not clap_mangen's bare `[--cwd]`).
+#[test]
+fn the_man_pages_synopsis_shows_option_values() {
+    let out = std::process::Command::new(crate::util::toolsrv_bin())
+        .args(["man", "serve"])
+        .output()
+        .expect("toolsrv man serve");
+    let page = String::from_utf8_lossy(&out.stdout);
+    let synopsis = page
+        .split(".SH SYNOPSIS\n")
+        .nth(1)
+        .and_then(|s| s.split(".SH").next())
+        .expect("a SYNOPSIS section");
+    for want in [
+        r"[\fB\-\-cwd\fR \fIPATH\fR]",
+        r"[\fB\-\-idle\-timeout\fR \fIDURATION\fR]",
+        r"[\fB\-\-yolo\fR]",
+    ] {
+        assert!(synopsis.contains(want), "{want} missing from: {synopsis}");
+    }
+    assert!(synopsis.contains(r"<\fB\-\-listen\fR \fI"), "{synopsis}");
+}

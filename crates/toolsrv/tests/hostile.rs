@@ -1,4 +1,4 @@
-//! CONTRACT §12 "Hostile clients cannot make the server unavailable", §1 and §3
+//! Hostile clients cannot make the server unavailable (docs/protocol.md, "Connection"; docs/containment.md), with the flags of docs/cli.md and authentication
 //! (`--secret-file`, `--max-connections`, `--auth-timeout`): idle connections,
 //! fids, unread replies, request data, retained output, the process table and
 //! the pinned secret.

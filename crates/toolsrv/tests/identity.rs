@@ -1,4 +1,4 @@
-//! CONTRACT §13, identity: a server run by an ordinary user runs tools that
+//! docs/policy-format.md, "Protected paths", identity: a server run by an ordinary user runs tools that
 //! see its uid and gid (`id -un` is its user, files they make are its), that
 //! hold no capability, and a connection from another uid is still refused.
 //!

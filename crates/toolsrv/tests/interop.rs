@@ -187,7 +187,7 @@ fn check_info(json: &[u8]) {
     assert!(v["arch"].as_str().is_some_and(|a| !a.is_empty()), "{v}");
 }
 
-/// The root entries CONTRACT §4 names, with their modes.
+/// The root entries docs/protocol.md, "Namespace" names, with their modes.
 fn check_root(stats: &[RawStat]) {
     let got: Vec<(&str, u32)> = stats.iter().map(|s| (s.name.as_str(), s.mode)).collect();
     for (name, mode) in crate::namespace::ROOT_ENTRIES {

@@ -1,4 +1,4 @@
-//! CONTRACT §11 with the real binary: SIGTERM kills every process group and
+//! docs/lifecycle.md with the real binary: SIGTERM kills every process group and
 //! removes the socket, SIGKILL takes the tools along (the watchdog), a second
 //! signal ends a slow shutdown at once, orphans of tools are handled by the
 //! subreaper (and what the watchdog cannot see).

@@ -1,4 +1,4 @@
-//! The idle monitor (CONTRACT §11): `--idle-timeout` after the last client
+//! The idle monitor (docs/lifecycle.md): `--idle-timeout` after the last client
 //! leaves, not while a background process runs, and the no-connection grace.
 //! Durations are what these tests measure, so they wait on the clock, with
 //! tolerances.

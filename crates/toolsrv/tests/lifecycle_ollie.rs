@@ -1,4 +1,4 @@
-//! Background completion messages (CONTRACT §9) to a fake Ollie namespace
+//! Background completion messages (docs/protocol.md, "Completion messages") to a fake Ollie namespace
 //! built from the project's own 9P server core, and what a dead Ollie socket
 //! does (nothing but a log line).
 

@@ -1,4 +1,4 @@
-//! Startup (CONTRACT §1): configuration errors exit 1 with a clear message,
+//! Startup (docs/cli.md): configuration errors exit 1 with a clear message,
 //! usage errors exit 2; the startup log line names the configuration; process
 //! start/end lines carry agent, tool and pid; the secret is never logged.
 

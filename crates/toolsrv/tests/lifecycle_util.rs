@@ -1,4 +1,4 @@
-//! Helpers for the lifecycle tests (CONTRACT §1, §9, §11): the tools they
+//! Helpers for the lifecycle tests (docs/cli.md; docs/protocol.md, "Completion messages"; docs/lifecycle.md): the tools they
 //! run, pid files written by tools, outstanding reads of a dying server, and
 //! a fake Ollie namespace server.
 

@@ -1,4 +1,4 @@
-//! CONTRACT §2: malformed input never crashes the server or drops a usable connection.
+//! docs/protocol.md, "Connection": malformed input never crashes the server or drops a usable connection.
 
 use toolsrv_wire::{msgtype, Body, Frame, NOFID};
 

@@ -211,8 +211,10 @@ macro_rules! both {
 // basic: initialize, list, call, isError, escaping, JSON types;
 // list_changed: after `toolsrv load` from another process; cancel: every
 // process of the run gone within 3 s; progress; bypass: approved with
-// `toolsrv approve` (and one rejected); escape: the sandbox holds as over 9P.
-both!(basic, list_changed, cancel, progress, bypass, escape);
+// `toolsrv approve` (and one rejected); escape: the sandbox holds as over 9P;
+// large: a file_write larger than a command line holds, and an unknown
+// argument refused by name.
+both!(basic, list_changed, cancel, progress, bypass, escape, large);
 
 /// One raw HTTP/1.1 POST over a Unix socket: (status line, body).
 fn post_unix(path: &Path, token: Option<&str>, body: &str) -> (String, String) {

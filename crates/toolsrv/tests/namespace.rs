@@ -1,10 +1,10 @@
-//! CONTRACT §4 (the tree) and §2 (modes, qids, permissions).
+//! docs/protocol.md, "Namespace" (the tree) and "Connection" (modes, qids, permissions).
 
 use toolsrv_wire::{Body, DMDIR, ORDWR, OREAD, OWRITE};
 
 use crate::util::Server;
 
-/// The root's entries and their modes (CONTRACT §4).
+/// The root's entries and their modes (docs/protocol.md, "Namespace").
 pub const ROOT_ENTRIES: [(&str, u32); 8] = [
     ("ctl", 0o200),
     ("tools", 0o600),

@@ -1,4 +1,4 @@
-//! CONTRACT §6 basics over the socket: payload escaping, arguments reaching the
+//! docs/protocol.md, "Requests and results" basics over the socket: payload escaping, arguments reaching the
 //! tool verbatim, refused requests, exit status, `wait`, image output.
 
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn payload_escaping_round_trips_backslashes_and_newlines() {
 
 #[test]
 fn a_value_ending_in_a_carriage_return_round_trips() {
-    // CONTRACT §6: every byte other than the two escapes is itself.
+    // docs/protocol.md, "Requests and results": every byte other than the two escapes is itself.
     let (_srv, mut c) = tools_session(&[("echo_arg", ECHO_ARG)], &[]);
     for v in ["ends in cr\r", "cr\r\nlf"] {
         let r = call(&mut c, &[("tool", "echo_arg"), ("agent", "a1"), ("v", v)]);

@@ -422,3 +422,28 @@ fn file_grep_skips_vcs_directories_and_prints_paths_one_way() {
         (0, ".git/hooks/pre-push.sample:1:needle in vcs\n".into())
     );
 }
+
+/// The built-in tools' schemas are closed (`additionalProperties: false`): a
+/// misspelt argument is an error naming it, not silently ignored.
+#[test]
+fn the_builtin_tools_refuse_an_argument_they_do_not_take() {
+    let srv = builtin_server();
+    std::fs::write(srv.cwd().join("x"), "one\ntwo\n").expect("write");
+    let (code, out) = run(&srv, &["call", "file_read", "path=x", "limt=1"]);
+    assert_eq!((code, out.trim_end()), (1, "unknown argument \"limt\""));
+    for (tool, args) in [
+        ("shell", &["command=true", "comand=true"][..]),
+        ("file_write", &["path=y", "content=c", "contents=c"]),
+        ("file_edit", &["path=x", "old=one", "new=1", "count=2"]),
+        ("file_glob", &["pattern=*", "path=."]),
+        ("file_grep", &["pattern=one", "recursive=true"]),
+    ] {
+        let mut argv = vec!["call", tool];
+        argv.extend(args);
+        let (code, out) = run(&srv, &argv);
+        assert_eq!(code, 1, "{tool}: {out}");
+        assert!(out.starts_with("unknown argument \""), "{tool}: {out}");
+    }
+    assert!(!srv.cwd().join("y").exists(), "file_write ran anyway");
+    assert_eq!(run(&srv, &["call", "file_read", "path=x", "limit=1"]).0, 0);
+}

@@ -1,4 +1,4 @@
-//! CONTRACT §6 "Cancellation" and the process table under load: clunk, closed
+//! docs/protocol.md, "Requests and results" "Cancellation" and the process table under load: clunk, closed
 //! connection and `Tflush`; no zombies and no leaked descriptors after many
 //! mixed calls; 500 background processes at once.
 
@@ -199,7 +199,7 @@ fn no_zombies_and_no_leaked_descriptors_after_200_mixed_calls() {
         .map(|p| p["state"].as_str().unwrap_or("?").to_string())
         .collect();
     // Timed-out calls are not listed: a synchronous call's entry goes once its
-    // result was read and its fid clunked (CONTRACT §12).
+    // result was read and its fid clunked (docs/containment.md).
     for s in ["exited", "cancelled"] {
         assert!(states.iter().any(|x| x == s), "no {s} among {states:?}");
     }

@@ -1,4 +1,4 @@
-//! CONTRACT §7: `ctl` (signals, kill, dismiss), `proc/list`, ProcStat fields,
+//! docs/protocol.md, "Processes": `ctl` (signals, kill, dismiss), `proc/list`, ProcStat fields,
 //! `--gc-age`, and timeouts (request, tool metadata, `--default-timeout`).
 
 use std::collections::BTreeSet;
@@ -110,7 +110,7 @@ fn ctl_errors_and_dismiss() {
 
 #[test]
 fn ctl_kill_right_after_bg_is_not_refused() {
-    // CONTRACT §7: the process is `running` as soon as new.bg answered, so
+    // docs/protocol.md, "Processes": the process is `running` as soon as new.bg answered, so
     // signalling it must work at once.
     let (_srv, mut c) = tools_session(&[("sleeper.yaml", SLEEPER)], &[]);
     for _ in 0..20 {
@@ -166,7 +166,7 @@ fn list_shows_all_or_one_agents_processes_including_running_sync_calls() {
     assert!(list(&mut c, Some("nobody")).is_empty());
     assert_eq!(
         c.ask("proc/list", "bad agent").unwrap_err(),
-        "invalid agent ID"
+        format!("invalid agent ID: {}", toolsrv_protocol::AGENT_ID_RULE)
     );
     // Release the sync call: its result arrives and the list shows it ended.
     std::fs::write(srv.cwd().join("go"), "").expect("go");

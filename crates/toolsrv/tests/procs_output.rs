@@ -1,4 +1,4 @@
-//! CONTRACT §6 "Output" and §7 `out`: following live output from another
+//! docs/protocol.md, "Requests and results" (output) and "Processes" (`out`): following live output from another
 //! connection, the output safety limit with its exact marker, bounded memory.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,4 +1,4 @@
-//! Helpers for the process-execution tests (CONTRACT §6, §7): servers with a
+//! Helpers for the process-execution tests (docs/protocol.md, "Requests and results"; docs/protocol.md, "Processes"): servers with a
 //! tools directory, payloads, calls, and views of the server's OS processes.
 
 #![allow(dead_code)]
@@ -11,7 +11,7 @@ use toolsrv_wire::{Body, ORDWR, OREAD};
 
 use crate::util::{Launch, Raw, Server, WAIT};
 
-/// The exact key set of a ProcStat object (CONTRACT §7).
+/// The exact key set of a ProcStat object (docs/protocol.md, "Processes").
 pub const PROCSTAT_KEYS: [&str; 13] = [
     "agent",
     "background",
@@ -86,7 +86,7 @@ pub fn call(c: &mut Raw, fields: &[(&str, &str)]) -> Value {
 /// A synchronous call like [`call`] whose `proc/new` fid (`fid`) stays open
 /// until the caller clunks it: its process entry stays in the table meanwhile
 /// (a synchronous call's entry is dismissed once its result was read and its
-/// fid clunked, CONTRACT §12).
+/// fid clunked, docs/containment.md).
 pub fn call_held(c: &mut Raw, fid: u32, fields: &[(&str, &str)]) -> Value {
     c.walk(fid, "proc/new").expect("walk proc/new");
     c.ok(Body::Topen { fid, mode: ORDWR });

@@ -136,8 +136,17 @@ fn up_installs_a_call_runs_remotely_and_only_changed_files_are_resent_and_down_c
     ] {
         assert!(status.contains(want), "{want:?} missing from:\n{status}");
     }
-
-    // A background process is running when we bring it down.
+    // The working connection is reported as such, with the master's pid
+    // (whose command line names its control socket only as
+    // /proc/self/fd/0/ctl).
+    let local = s.local_dir().expect("the local state directory");
+    let master = read_pid_file(&local.join("ssh.pid"));
+    assert!(
+        status.contains(&format!(
+            "ssh         connected (master pid {master}, supervisor pid "
+        )),
+        "{status}"
+    );
     let pid = s.ok(&[
         "--socket",
         "ssh://localhost",
@@ -236,6 +245,12 @@ fn a_killed_ssh_and_a_killed_server_are_recovered_without_losing_output() {
     assert_eq!(r.joined_text().trim(), "back");
     let status = s.ok(&["remote", "status", "localhost"]);
     assert!(status.contains("remote server restarted"), "{status}");
+    // The master started again after the kill is the one reported.
+    let master = read_pid_file(&local.join("ssh.pid"));
+    assert!(
+        status.contains(&format!("connected (master pid {master}, ")),
+        "{status}"
+    );
 
     down_and_gone(&s);
 }

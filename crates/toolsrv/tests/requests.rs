@@ -1,4 +1,4 @@
-//! CONTRACT §2: concurrent requests, Tflush, clunk of a waiting read, msize.
+//! docs/protocol.md, "Connection": concurrent requests, Tflush, clunk of a waiting read, msize.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The filesystem view (CONTRACT §13, issue 24) over the socket: each test is
+//! The filesystem view (docs/policy-format.md, "Protected paths", issue 24) over the socket: each test is
 //! an attack a sandboxed tool makes, against the real binary and kernel. The
 //! tests run as root, and in the workspace (an id-mapped writable rule) a
 //! root server's tools are its owners (docs/containment.md, "A root server's

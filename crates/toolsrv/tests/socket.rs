@@ -1,4 +1,4 @@
-//! CONTRACT §2: socket mode, live sockets never stolen, stale ones replaced.
+//! docs/protocol.md, "Connection": socket mode, live sockets never stolen, stale ones replaced.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

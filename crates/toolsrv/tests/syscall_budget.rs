@@ -9,6 +9,22 @@
 //! every 2 s, the orphan scan) lands in a few calls' segments, and its share
 //! per call depends on how fast the calls go under `strace`.
 //!
+//! The counts are the call path's alone, whatever else the machine and the
+//! test process do (the full suite runs other tests beside this one, on 2
+//! shared cores):
+//! - the server is started by the test kit with every signal at its default
+//!   disposition, so the child resets only what toolsrv itself ignores
+//!   (`SIGPIPE`), not what the test process happens to ignore by then;
+//! - an `epoll_wait` that ended because a timer was due, or for the client's
+//!   next request alone, is reported in its own row and not counted: how
+//!   often either happens depends on how long a call takes and how quickly
+//!   the client sends the next one, not on the call path; a poll that neither
+//!   waited nor found anything counts in the total but not in the
+//!   `epoll_wait` row (the runtime checks its driver before running tasks
+//!   woken meanwhile, which depends on the interleaving).
+//!
+//! `TOOLSRV_BUDGET_TRACE=<file>` keeps the trace for reading.
+//!
 //! The budget is read from the table in docs/benchmarks.md itself, so the
 //! documented figures and the checked ones cannot drift apart. The client
 //! pipelines each call as the C bench does (`Twalk`, `Topen`, `Twrite`,
@@ -98,6 +114,16 @@ fn segments(trace: &str) -> Vec<Segment> {
             if let Some(pid) = interrupted(line) {
                 restarting.insert(pid);
             }
+            // A wait that started as an `epoll_wait` and ended on a timer or
+            // for the client: counted in that row, not the call path's.
+            if let Some(row) = wait_end(line).filter(|row| *row != "epoll_wait") {
+                if let Some(seg) = current.as_mut() {
+                    if let Some(e) = seg.get_mut("epoll_wait").filter(|e| e.0 > 0) {
+                        e.0 -= 1;
+                    }
+                    seg.entry(row.to_string()).or_default().0 += 1;
+                }
+            }
             continue;
         };
         let restart = restarting.remove(&l.pid) || l.name == "restart_syscall";
@@ -114,14 +140,84 @@ fn segments(trace: &str) -> Vec<Segment> {
             out.extend(current.take());
             current = Some(Segment::new());
         }
+        let name = match wait_end(line) {
+            Some(row) if l.name == "epoll_wait" => row,
+            _ => l.name,
+        };
         if let Some(seg) = current.as_mut() {
-            let e = seg.entry(l.name.to_string()).or_default();
+            let e = seg.entry(name.to_string()).or_default();
             e.0 += 1;
             e.1 += usize::from(l.failed);
         }
     }
     out.extend(current);
     out
+}
+
+/// The row of the waits that ended because a timer was due, not because a
+/// descriptor was ready: how many there are per call depends on how long a
+/// call takes (the connection's 20 ms reply-hold timer is moved forward, and
+/// tokio wakes at its old deadline once; the upkeep's timers), so on a loaded
+/// machine or under a slow tracer it grows, while the call path stays the
+/// same. Reported beside the budget, not checked against it.
+const TIMER: &str = "(epoll_wait: a timer)";
+
+/// The row of the waits that ended for the client alone: every event they
+/// returned is a connection's (a socket, registered for writing too, so its
+/// events carry `EPOLLOUT`), here the next request. Whether the server waits
+/// for it depends on how quickly the client (the test process, sharing the
+/// CPUs with whatever else runs) sends it: when it is already there, the turn
+/// after the reply finds it. Reported, not checked.
+const CLIENT: &str = "(epoll_wait: the client)";
+
+/// The row of the polls that neither waited nor found an event: the
+/// runtime looks at its driver without blocking before it runs tasks that
+/// were woken meanwhile (by another thread, or when the tool's end and the
+/// runtime's turn cross), which depends on the interleaving, not on what the
+/// call does. Counted in the call's total, not checked against the
+/// `epoll_wait` row.
+const CHECK: &str = "(epoll_wait: a check, no event)";
+
+/// The row an ended `epoll_wait` counts in, from its line
+/// (`epoll_wait(4, [...], 1024, 3) = 0`) or its `<... epoll_wait resumed>`
+/// line: [`TIMER`] when it returned no event after waiting, [`CHECK`] when
+/// it returned none without waiting, [`CLIENT`] when it returned only
+/// connections' events, else `epoll_wait`. `None` for other
+/// lines and for a wait not ended on this line.
+fn wait_end(line: &str) -> Option<&'static str> {
+    if !line.contains("epoll_wait") || line.contains("<unfinished") {
+        return None;
+    }
+    let (call, result) = line.rsplit_once('=')?;
+    let returned: usize = result.trim().parse().ok()?;
+    // `…, [<events>], <maxevents>, <timeout>)`
+    let call = call.trim_end().strip_suffix(')')?;
+    let mut parts = call.rsplitn(3, ", ");
+    let (timeout, _, events) = (parts.next()?, parts.next()?, parts.next()?);
+    let timeout: i64 = timeout.trim().parse().ok()?;
+    let events = &events[events.find('[')?..];
+    let kinds: Vec<&str> = events
+        .split("events=")
+        .skip(1)
+        .map(|e| e.split(',').next().unwrap_or(""))
+        .collect();
+    Some(if returned == 0 && timeout > 0 {
+        TIMER
+    } else if returned == 0 {
+        CHECK
+    } else if returned > 0 && kinds.iter().all(|k| k.contains("EPOLLOUT")) {
+        CLIENT
+    } else {
+        "epoll_wait"
+    })
+}
+
+/// The system calls of the call path in `seg`: all but the timers' waits.
+fn call_path_total(seg: &Segment) -> usize {
+    seg.iter()
+        .filter(|(name, _)| name.as_str() != TIMER && name.as_str() != CLIENT)
+        .map(|(_, v)| v.0)
+        .sum()
 }
 
 /// The pid of a line whose system call was interrupted to be restarted
@@ -265,6 +361,14 @@ fn strace_lines_are_cut_into_calls_and_attributed() {
 12 futex(0x55, FUTEX_WAIT_BITSET_PRIVATE, 4294967295, NULL, FUTEX_BITSET_MATCH_ANY <unfinished ...>
 10 restart_syscall(<... resuming interrupted read ...>) = 0
 10 writev(15, [{iov_base=\"z\", iov_len=39}], 1) = 39
+10 epoll_wait(4, [], 1024, 3)        = 0
+10 epoll_wait(4,  <unfinished ...>
+11 exit_group(0) = ?
+10 <... epoll_wait resumed>[], 1024, 17) = 0
+10 epoll_wait(4, [], 1024, 0) = 0
+10 epoll_wait(4, [{events=EPOLLIN|EPOLLHUP, data={u32=2, u64=2}}, {events=EPOLLIN|EPOLLOUT, data={u32=1, u64=1}}], 1024, 0) = 2
+10 epoll_wait(4,  <unfinished ...>
+10 <... epoll_wait resumed>[{events=EPOLLIN|EPOLLOUT, data={u32=1, u64=1}}], 1024, 12) = 1
 ";
     let segs = segments(trace);
     assert_eq!(segs.len(), 2, "{segs:?}");
@@ -279,7 +383,23 @@ fn strace_lines_are_cut_into_calls_and_attributed() {
     assert_eq!(get("brk"), (0, 0), "the tool's own calls are not counted");
     assert_eq!(get("read"), (1, 0), "EAGAIN is not a failure");
     assert_eq!(segs[0].values().map(|v| v.0).sum::<usize>(), 8);
-    assert_eq!(segs[1].values().map(|v| v.0).sum::<usize>(), 2);
+    assert_eq!(call_path_total(&segs[1]), 4, "{:?}", segs[1]);
+    assert_eq!(
+        segs[1].get(TIMER),
+        Some(&(2, 0)),
+        "two waits ended by a timer"
+    );
+    assert_eq!(
+        segs[1].get(CLIENT),
+        Some(&(1, 0)),
+        "one wait ended by the client alone"
+    );
+    assert_eq!(segs[1].get(CHECK), Some(&(1, 0)), "one poll found nothing");
+    assert_eq!(
+        segs[1].get("epoll_wait"),
+        Some(&(1, 0)),
+        "the poll with the tool's end and the client's request"
+    );
     assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
     assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
 }
@@ -325,9 +445,11 @@ fn a_sandboxed_call_stays_within_its_system_call_budget() {
         .spawn()
         .expect("start strace");
     let attached = wait_until(WAIT, || all_threads_traced(srv.pid()));
+    let started = std::time::Instant::now();
     for _ in 0..CALLS {
         clunk = Some(pipelined_call(&mut c, &body, clunk));
     }
+    let elapsed = started.elapsed();
     // Let the last call's end (reaping, the log line) reach the trace.
     std::thread::sleep(Duration::from_millis(200));
     // Safety: kill(2) of our own child, not yet reaped.
@@ -340,6 +462,10 @@ fn a_sandboxed_call_stays_within_its_system_call_budget() {
     assert!(attached, "strace did not attach to every server thread");
     assert!(stopped, "strace did not stop within {WAIT:?}");
     let trace = std::fs::read_to_string(&trace_path).expect("read the trace");
+    if let Some(keep) = std::env::var_os("TOOLSRV_BUDGET_TRACE") {
+        std::fs::write(&keep, &trace).expect("keep the trace");
+        eprintln!("trace kept in {}", keep.to_string_lossy());
+    }
     let segs = segments(&trace);
     assert!(
         segs.len() >= CALLS - 1,
@@ -347,10 +473,7 @@ fn a_sandboxed_call_stays_within_its_system_call_budget() {
         segs.len()
     );
     let n = segs.len() as f64;
-    let mut totals: Vec<f64> = segs
-        .iter()
-        .map(|s| s.values().map(|v| v.0).sum::<usize>() as f64)
-        .collect();
+    let mut totals: Vec<f64> = segs.iter().map(|s| call_path_total(s) as f64).collect();
     let mean_total = totals.iter().sum::<f64>() / n;
     let total = median(&mut totals);
     let mut names: Vec<&String> = segs.iter().flat_map(|s| s.keys()).collect();
@@ -372,6 +495,19 @@ fn a_sandboxed_call_stays_within_its_system_call_budget() {
         let failed: usize = segs.iter().map(|s| s.get(name).map_or(0, |v| v.1)).sum();
         let mean = per.iter().sum::<f64>() / n;
         let med = median(&mut per);
+        if name == TIMER || name == CLIENT {
+            report.push_str(&format!(
+                "  {name:<24} {med:6} {mean:6.2}                not counted ({:.1} ms per call)\n",
+                elapsed.as_secs_f64() * 1000.0 / CALLS as f64
+            ));
+            continue;
+        }
+        if name == CHECK {
+            report.push_str(&format!(
+                "  {name:<24} {med:6} {mean:6.2}                in the total only\n"
+            ));
+            continue;
+        }
         let allowed = budget.get(name.as_str()).copied().unwrap_or(0.0);
         report.push_str(&format!(
             "  {name:<24} {med:6} {mean:6.2} {:13.2}  {allowed}\n",

@@ -1,4 +1,4 @@
-//! CONTRACT §4 control and discovery files, TOOLS.md metadata, the registry.
+//! docs/protocol.md, "Namespace" control and discovery files, docs/tools.md metadata, the registry.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -221,15 +221,17 @@ fn error_messages_word_for_word() {
     let srv = server_with_tools();
     let mut c = srv.attached();
     let long = format!("load {} greet", "a".repeat(129));
+    let bad_agent = format!("invalid agent ID: {}", toolsrv_protocol::AGENT_ID_RULE);
+    let bad_tool = format!("invalid tool name: {}", toolsrv_protocol::TOOL_NAME_RULE);
     for (command, error) in [
         ("load a1 grpe", "unknown tool \"grpe\""),
         (
             "unload a1 greet",
             "tool \"greet\" is not loaded for agent \"a1\"",
         ),
-        ("load a/b greet", "invalid agent ID"),
-        ("load a1 gr$et", "invalid tool name"),
-        (long.as_str(), "invalid agent ID"),
+        ("load a/b greet", bad_agent.as_str()),
+        ("load a1 gr$et", bad_tool.as_str()),
+        (long.as_str(), bad_agent.as_str()),
     ] {
         assert_eq!(c.write("ctl", command).unwrap_err(), error, "{command}");
     }
@@ -238,7 +240,7 @@ fn error_messages_word_for_word() {
         c.ask("tools_rev", "").unwrap_err(),
         "write an agent ID first"
     );
-    assert_eq!(c.ask("tools", "bad agent").unwrap_err(), "invalid agent ID");
+    assert_eq!(c.ask("tools", "bad agent").unwrap_err(), bad_agent);
     assert_eq!(
         c.write("ctl", "load a1 mac_only").unwrap_err(),
         "tool \"mac_only\" has no variant for linux/amd64"

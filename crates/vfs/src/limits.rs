@@ -1,4 +1,4 @@
-//! What one connection may hold (CONTRACT §12, "Hostile clients"): fids, unsent
+//! What one connection may hold (docs/containment.md, "Hostile clients"): fids, unsent
 //! replies, request data written but not yet answered, and how long it may stay
 //! without attaching.
 

@@ -1,4 +1,4 @@
-//! What a connection may hold before it attaches (CONTRACT §12, "Hostile
+//! What a connection may hold before it attaches (docs/containment.md, "Hostile
 //! clients"): its read buffer is small, its frames are small, and the buffers
 //! of every connection not yet attached come out of one process-wide budget.
 //!

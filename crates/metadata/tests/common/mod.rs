@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Map, Value};
-use toolsrv_metadata::{Catalog, Host, Invocation};
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+
+use toolsrv_metadata::{ArgFile, Catalog, Host, Invocation};
 
 /// Writes `text` to `dir/name` with `mode`.
 pub fn write(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
@@ -47,6 +51,9 @@ pub fn obj(v: Value) -> Map<String, Value> {
 /// tests run in parallel threads, and a script another test has just
 /// written can be held open for writing for a moment by a child of a third
 /// test forked before its `execve` closed that descriptor.
+///
+/// The `file: true` arguments are passed as the server passes them: each
+/// value in a file open as the child's descriptor [`ArgFile::fd`].
 pub fn run(inv: &Invocation, cwd: &Path) -> Output {
     let mut cmd = Command::new(&inv.program);
     cmd.args(&inv.argv[1..])
@@ -54,6 +61,33 @@ pub fn run(inv: &Invocation, cwd: &Path) -> Output {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .envs(inv.env.iter().map(|(k, v)| (k, v)));
+    let files: Vec<(i32, fs::File)> = inv
+        .files
+        .iter()
+        .map(|f: &ArgFile| {
+            let mut file = tempfile::tempfile().expect("temp file");
+            file.write_all(f.value.as_bytes()).expect("write the value");
+            file.seek(SeekFrom::Start(0)).expect("rewind");
+            (f.fd, file)
+        })
+        .collect();
+    let pairs: Vec<(i32, i32)> = files.iter().map(|(to, f)| (*to, f.as_raw_fd())).collect();
+    // Safety: only fcntl and dup2 between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // First above every target, so no dup2 closes a source not yet moved.
+            let high: Vec<(i32, i32)> = pairs
+                .iter()
+                .map(|&(to, from)| (to, libc::fcntl(from, libc::F_DUPFD, 100)))
+                .collect();
+            for (to, from) in high {
+                if from < 0 || libc::dup2(from, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
     let mut attempts = 0;
     loop {
         match cmd.output() {

@@ -85,7 +85,7 @@ fn typed_property(property: Option<&Value>) -> Option<Vec<JsonType>> {
 }
 
 /// Converts payload arguments to the JSON object passed to the tool, using its `inputSchema`
-/// (CONTRACT §6).
+/// (docs/protocol.md, "Requests and results").
 ///
 /// A property whose `type` is `integer`, `number`, `boolean`, `array`, `object` (or a list of
 /// those and `null`) is parsed as JSON and must be of that type; every other argument stays a

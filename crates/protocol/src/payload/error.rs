@@ -43,16 +43,24 @@ impl fmt::Debug for Quoted {
     }
 }
 
+/// What an agent ID may be, as the messages say it.
+pub const AGENT_ID_RULE: &str = "an agent ID is 1 to 128 characters, each a letter (A-Z, a-z), a digit or one of . _ : @ - (and not \".\" or \"..\")";
+
+/// What a tool name may be, as the messages say it.
+pub const TOOL_NAME_RULE: &str = "a tool name is 1 to 128 characters, each a letter (A-Z, a-z), a digit or one of . _ : @ - (and not \".\" or \"..\")";
+
 /// An agent ID or tool name that is not 1–128 bytes of `[A-Za-z0-9._:@-]`.
 ///
-/// The messages are fixed by the contract and deliberately do not echo the value.
+/// The messages start as the protocol says (`invalid agent ID`, `invalid
+/// tool name`), say which characters are allowed, and do not echo the value
+/// (the caller may).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// The agent ID is empty, longer than 128 bytes, or holds a forbidden character.
-    #[error("invalid agent ID")]
+    #[error("invalid agent ID: {AGENT_ID_RULE}")]
     InvalidAgentId,
     /// The tool name is empty, longer than 128 bytes, or holds a forbidden character.
-    #[error("invalid tool name")]
+    #[error("invalid tool name: {TOOL_NAME_RULE}")]
     InvalidToolName,
 }
 

@@ -1,4 +1,4 @@
-//! Value escaping for payload fields: `\\` is a backslash and `\n` a newline (CONTRACT §6).
+//! Value escaping for payload fields: `\\` is a backslash and `\n` a newline (docs/protocol.md, "Requests and results").
 
 /// Escapes a payload value: backslash becomes `\\`, newline becomes `\n`; nothing else changes.
 pub fn escape_value(value: &str) -> String {

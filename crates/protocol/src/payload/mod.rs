@@ -1,4 +1,4 @@
-//! The request payload written to `proc/new` and `proc/new.bg` (CONTRACT §6): parsing,
+//! The request payload written to `proc/new` and `proc/new.bg` (docs/protocol.md, "Requests and results"): parsing,
 //! escaping, name validation and argument conversion.
 
 mod args;
@@ -11,7 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use args::convert_args;
-pub use error::{NameError, PayloadError, Quoted, TimeoutReason};
+pub use error::{NameError, PayloadError, Quoted, TimeoutReason, AGENT_ID_RULE, TOOL_NAME_RULE};
 pub use escape::{encode_payload, escape_value, unescape_value};
 pub use names::{
     is_reserved_env_name, is_valid_env_name, unsafe_id_reason, validate_agent_id,

@@ -6,7 +6,7 @@ use super::error::NameError;
 pub const MAX_NAME_LEN: usize = 128;
 
 /// True when `s` is 1–128 bytes of `[A-Za-z0-9._:@-]`, other than `.` and
-/// `..` (CONTRACT §4: names become path elements).
+/// `..` (docs/protocol.md, "Namespace": names become path elements).
 fn is_valid_name(s: &str) -> bool {
     !s.is_empty()
         && s != "."
@@ -42,7 +42,7 @@ pub fn validate_tool_name(name: &str) -> Result<(), NameError> {
     }
 }
 
-/// Environment variables a request's `env.NAME` field cannot set (CONTRACT §6): the ones the
+/// Environment variables a request's `env.NAME` field cannot set (docs/protocol.md, "Requests and results"): the ones the
 /// server sets itself, and the ones that change how programs start. `ARG_` and `LD_` are
 /// prefixes; the others are exact names.
 pub const RESERVED_ENV_NAMES: &[&str] = &[
@@ -71,7 +71,7 @@ pub fn is_reserved_env_name(name: &str) -> bool {
         })
 }
 
-/// Why a `session` or `agent` value of a payload cannot be used (CONTRACT §6): these values
+/// Why a `session` or `agent` value of a payload cannot be used (docs/protocol.md, "Requests and results"): these values
 /// end up in paths (`s/<session>/prompt`) and messages. `None` when it is fine.
 pub fn unsafe_id_reason(value: &str) -> Option<&'static str> {
     if value.is_empty() {
@@ -133,8 +133,13 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert_eq!(NameError::InvalidAgentId.to_string(), "invalid agent ID");
-        assert_eq!(NameError::InvalidToolName.to_string(), "invalid tool name");
+        assert_eq!(
+            NameError::InvalidAgentId.to_string(),
+            "invalid agent ID: an agent ID is 1 to 128 characters, each a letter (A-Z, a-z), a digit or one of . _ : @ - (and not \".\" or \"..\")"
+        );
+        assert!(NameError::InvalidToolName
+            .to_string()
+            .starts_with("invalid tool name: a tool name is 1 to 128 characters"));
     }
 
     #[test]

@@ -15,10 +15,10 @@ use crate::duration::parse_duration;
 /// Parses a request payload.
 ///
 /// The payload is UTF-8 text with one `key=value` field per line, split at the first `=`.
-/// Empty lines are skipped; every other byte of a value is itself (CONTRACT §6), so a `\r`
+/// Empty lines are skipped; every other byte of a value is itself (docs/protocol.md, "Requests and results"), so a `\r`
 /// before a `\n` belongs to the value. Values are unescaped with
 /// [`unescape_value`](super::unescape_value). Reserved keys fill the named fields (see
-/// CONTRACT §6); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
+/// docs/protocol.md, "Requests and results"); `env.NAME` fields go to [`Payload::env`] and every other field, in order, to
 /// [`Payload::args`]. Empty `cwd` and `sandbox` values count as absent.
 ///
 /// # Errors
@@ -146,7 +146,7 @@ fn parse_timeout(value: &str) -> Result<Duration, PayloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::NameError;
+    use crate::payload::{NameError, AGENT_ID_RULE, TOOL_NAME_RULE};
 
     fn parse(text: &str) -> Result<Payload, String> {
         parse_payload(text.as_bytes()).map_err(|e| e.to_string())
@@ -396,13 +396,22 @@ mod tests {
             parse_payload(b"tool=a b\nagent=a"),
             Err(PayloadError::Name(NameError::InvalidToolName))
         );
-        assert_eq!(err("tool=\nagent=a"), "invalid tool name");
-        assert_eq!(err("tool=t\nagent=x/y"), "invalid agent ID");
+        assert_eq!(
+            err("tool=\nagent=a"),
+            format!("invalid tool name: {TOOL_NAME_RULE}")
+        );
+        assert_eq!(
+            err("tool=t\nagent=x/y"),
+            format!("invalid agent ID: {AGENT_ID_RULE}")
+        );
         assert_eq!(
             err(&format!("tool=t\nagent={}", "a".repeat(129))),
-            "invalid agent ID"
+            format!("invalid agent ID: {AGENT_ID_RULE}")
         );
         // Names are unescaped before validation: an escaped newline is still invalid.
-        assert_eq!(err("tool=t\\n\nagent=a"), "invalid tool name");
+        assert_eq!(
+            err("tool=t\\n\nagent=a"),
+            format!("invalid tool name: {TOOL_NAME_RULE}")
+        );
     }
 }

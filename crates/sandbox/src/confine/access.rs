@@ -1,4 +1,4 @@
-//! The filesystem access sets of the four rule kinds, as TOOLS.md defines them.
+//! The filesystem access sets of the four rule kinds, as docs/tools.md defines them.
 
 use std::os::fd::BorrowedFd;
 

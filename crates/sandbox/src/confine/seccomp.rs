@@ -26,7 +26,7 @@
 //!     `connect(2)`); `io_uring_setup(2)`.
 //! - **files and IPC** (`EPERM`), always: a mode with `S_ISUID` or `S_ISGID` in
 //!   `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, `openat`, `creat`,
-//!   `mknod`, `mknodat` (no set-user-ID or set-group-ID file, CONTRACT section
+//!   `mknod`, `mknodat` (no set-user-ID or set-group-ID file, docs/protocol.md section
 //!   12); `shmget`, `semget`, `msgget` and `mq_open` (System V IPC objects and
 //!   POSIX message queues outlive the run and are seen by everyone).
 //! - **unreadable arguments** (`ENOSYS`), always: `openat2(2)` (its mode is in

@@ -1,6 +1,6 @@
 //! Containment: every process of a run belongs to a group the kernel tracks, the
-//! group is limited (TOOLS.md `limits:`), and everything in it dies with the run
-//! or with the server (CONTRACT §12).
+//! group is limited (docs/tools.md `limits:`), and everything in it dies with the run
+//! or with the server (docs/containment.md).
 //!
 //! The mechanism is chosen once at startup, strongest first:
 //!

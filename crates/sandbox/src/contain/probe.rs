@@ -1,12 +1,12 @@
 //! What containment enforces, said as facts a program can check
-//! (`toolsrv doctor`, CONTRACT §17): of the running server
+//! (`toolsrv doctor`, docs/cli.md): of the running server
 //! ([`super::Containment::enforcement`]) or, without changing anything on
 //! the host, of a server started now ([`probe`]).
 
 use super::mounts::{self, Hierarchy};
 use super::{Mechanism, FORCE_ENV};
 
-/// How a run is contained and how each limit of TOOLS.md `limits:` is
+/// How a run is contained and how each limit of docs/tools.md `limits:` is
 /// enforced; `None` for a limit nothing enforces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enforcement {

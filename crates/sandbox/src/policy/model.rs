@@ -92,7 +92,7 @@ pub struct Filesystem {
     #[serde(deserialize_with = "paths")]
     pub rwx: Vec<String>,
     /// Paths or globs (`*` within a name, `**` across directories) hidden
-    /// from every rule, added to the built-in list (CONTRACT §13).
+    /// from every rule, added to the built-in list (docs/policy-format.md, "Protected paths").
     #[serde(deserialize_with = "paths")]
     pub deny_read: Vec<String>,
     /// Paths or globs read-only under every rule, added to the built-in list.

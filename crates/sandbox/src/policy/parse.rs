@@ -24,12 +24,39 @@ impl Policy {
         }
         serde_yaml_ng::from_str::<Option<Policy>>(text)
             .map(Option::unwrap_or_default)
-            .map_err(|e| PolicyError::Parse {
-                file: origin.to_path_buf(),
-                line: e.location().map(|l| l.line()),
-                message: clean_message(&e.to_string()),
+            .map_err(|e| {
+                let message = clean_message(&e.to_string());
+                let line = duplicate_line(text, &message).or(e.location().map(|l| l.line()));
+                PolicyError::Parse {
+                    file: origin.to_path_buf(),
+                    line,
+                    message,
+                }
             })
     }
+}
+
+/// The line of the second top-level `key:` for a `duplicate field "key"`
+/// message (the parser reports the mapping's first line, which points at
+/// neither).
+fn duplicate_line(text: &str, message: &str) -> Option<usize> {
+    let key = message
+        .strip_prefix("duplicate field \"")?
+        .split('"')
+        .next()?;
+    let mut seen = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line
+            .strip_prefix(key)
+            .is_some_and(|r| r.trim_start().starts_with(':'))
+        {
+            seen += 1;
+            if seen == 2 {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
 }
 
 /// Only whitespace, comments and document markers.

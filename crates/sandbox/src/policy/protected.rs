@@ -8,7 +8,7 @@
 //! a protected path itself (or something inside it) is kept: listing the path
 //! is how a policy hands it to tools on purpose.
 //!
-//! Four kinds of paths are carved (CONTRACT §12):
+//! Four kinds of paths are carved (docs/containment.md):
 //! - [`PROTECTED`]: system credential files, when toolsrv itself can read them;
 //! - [`CREDENTIAL_STORES`]: the user's credential stores under `$HOME`;
 //! - [`TOOLSRV_STATE`] and [`TOOLSRV_BINARIES`]: what `toolsrv remote` keeps
@@ -98,7 +98,7 @@ pub const TOOLSRV_STATE: &[&str] = &["{XDG_RUNTIME_DIR}/toolsrv", "{XDG_STATE_HO
 
 /// What `toolsrv remote` installs on a remote host (policy path syntax): the
 /// server binaries and the content-addressed store of configuration files
-/// they are configured from. Read-only under CONTRACT §13; carving (the only
+/// they are configured from. Read-only under docs/policy-format.md, "Protected paths"; carving (the only
 /// protection Landlock alone gives) hides them, which is stricter.
 pub const TOOLSRV_BINARIES: &[&str] = &["{XDG_DATA_HOME}/toolsrv"];
 

@@ -130,9 +130,11 @@ impl Policy {
             }
         }
         let protected = carve_files.map_or_else(Vec::new, |files| carved_paths(ctx, files));
+        let mut ro = resolve_list(&fs.ro, ctx, &mut ids, &mut degraded);
+        ro.extend(self.env_granted(ctx, &protected, &mut degraded));
         let mut list = Vec::new();
         let mut carved = |paths| dedup(carve(paths, &protected, &mut list));
-        let ro = carved(resolve_list(&fs.ro, ctx, &mut ids, &mut degraded));
+        let ro = carved(ro);
         let rox = carved(rox);
         let rw = carved(resolve_list(&fs.rw, ctx, &mut ids, &mut degraded));
         let rwx = carved(resolve_list(&fs.rwx, ctx, &mut ids, &mut degraded));
@@ -160,6 +162,23 @@ impl Policy {
             ids,
             view_roots: Default::default(),
         }
+    }
+
+    /// What the passed-through variables name that exists, canonical, for
+    /// the `ro` list (`policy::env_paths`); never a path that is or lies in
+    /// one of `protected` (a rule naming a protected path grants it, and
+    /// these are nobody's rules).
+    fn env_granted(
+        &self,
+        ctx: &PathContext,
+        protected: &[PathBuf],
+        degraded: &mut bool,
+    ) -> Vec<PathBuf> {
+        self.env_named_paths(ctx)
+            .into_iter()
+            .filter_map(|(_, p)| existing(&p, degraded))
+            .filter(|p| !protected.iter().any(|q| p.starts_with(q)))
+            .collect()
     }
 
     /// The allowlisted variables that are set in `own_env`, in allowlist order.

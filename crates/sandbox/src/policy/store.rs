@@ -44,6 +44,11 @@ struct Entry {
 struct State {
     main: Entry,
     profiles: HashMap<String, Entry>,
+    /// When the main policy in effect was loaded.
+    main_loaded: std::time::SystemTime,
+    /// Why the policy file's latest version is not in effect: it does not
+    /// parse (`None`: the file is what is in effect).
+    main_broken: Option<String>,
 }
 
 /// The sandbox policy in effect and the named profiles beside it.
@@ -94,6 +99,8 @@ impl PolicyStore {
                     good: Some(Arc::new(policy)),
                 },
                 profiles: HashMap::new(),
+                main_loaded: std::time::SystemTime::now(),
+                main_broken: None,
             }),
         })
     }
@@ -109,6 +116,8 @@ impl PolicyStore {
                     good: Some(Arc::new(embedded())),
                 },
                 profiles: HashMap::new(),
+                main_loaded: std::time::SystemTime::now(),
+                main_broken: None,
             }),
         }
     }
@@ -136,6 +145,8 @@ impl PolicyStore {
                     seen: None,
                     good: Some(policy.clone()),
                 };
+                state.main_loaded = std::time::SystemTime::now();
+                state.main_broken = None;
                 policy
             }
             Look::Changed(fp, result) => {
@@ -146,15 +157,29 @@ impl PolicyStore {
                         tracing::info!(path = %path.display(), "sandbox policy reloaded");
                         let policy = Arc::new(policy);
                         state.main.good = Some(policy.clone());
+                        state.main_loaded = std::time::SystemTime::now();
+                        state.main_broken = None;
                         policy
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "sandbox policy not reloaded; keeping the last good policy");
+                        state.main_broken = Some(e.to_string());
                         self.main_policy(&state.main)
                     }
                 }
             }
         }
+    }
+
+    /// When the policy file's latest version does not parse: why (`file:line:
+    /// reason`) and when the policy still in effect was loaded. Up to date
+    /// as of the last [`PolicyStore::current`].
+    pub fn not_reloaded(&self) -> Option<(String, std::time::SystemTime)> {
+        let state = self.lock();
+        state
+            .main_broken
+            .clone()
+            .map(|why| (why, state.main_loaded))
     }
 
     /// The named profile: `default` is [`PolicyStore::current`], any other name is

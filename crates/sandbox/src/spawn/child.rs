@@ -53,6 +53,8 @@ pub(crate) enum Stage {
     /// `setns` into the tools' user namespace, `setgroups`, `setresgid`,
     /// `setresuid`.
     ToolIdentity = 17,
+    /// `dup3` of the argument files onto 3, 4, ….
+    Files = 18,
 }
 
 impl Stage {
@@ -76,6 +78,7 @@ impl Stage {
             15 => Stage::View,
             16 => Stage::Keyring,
             17 => Stage::ToolIdentity,
+            18 => Stage::Files,
             _ => return None,
         })
     }
@@ -100,6 +103,10 @@ pub(crate) struct ChildArgs {
     pub(crate) parent_dumpable: bool,
     pub(crate) stdin: c_int,
     pub(crate) output: c_int,
+    /// Descriptors the tool gets as 3, 4, … (-1 from the first unused on),
+    /// each numbered [`super::spec::MAX_FILES`] + 3 or above, so that no
+    /// `dup3` onto 3.. closes one not yet moved.
+    pub(crate) files: [c_int; super::spec::MAX_FILES],
     /// Landlock ruleset descriptor, or -1.
     pub(crate) ruleset: c_int,
     /// Seccomp program, or null.
@@ -218,6 +225,12 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
     }
     if args.ruleset >= 0 {
         sys::landlock_restrict_self(args.ruleset).at(Stage::Landlock)?;
+    }
+    // After every step that uses a descriptor of the parent's (the working
+    // directory, the ruleset): they may be numbered 3.. too. dup3 leaves the
+    // copies open across execve; the sources are closed there.
+    for (target, &fd) in (3..).zip(args.files.iter().take_while(|&&fd| fd >= 0)) {
+        sys::dup3(fd, target).at(Stage::Files)?;
     }
     if !args.seccomp.is_null() {
         // Safety: a non-null `seccomp` points to the launch's program, which

@@ -91,6 +91,7 @@ pub(super) fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) ->
         Some(Stage::View) => setup("entering the filesystem view"),
         Some(Stage::Keyring) => SpawnError::SessionKeyring(source),
         Some(Stage::ToolIdentity) => setup("entering the tools' user namespace"),
+        Some(Stage::Files) => setup("the argument files"),
         None => SpawnError::UnknownStage(stage),
     }
 }

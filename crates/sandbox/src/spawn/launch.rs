@@ -48,12 +48,13 @@ unsafe impl Send for Launch {}
 unsafe impl Sync for Launch {}
 
 impl Launch {
-    /// Copy what `spec` says into a new launch, with `stdin` and `output` as
-    /// the child's descriptors.
+    /// Copy what `spec` says into a new launch, with `stdin`, `output` and
+    /// `files` as the child's descriptors.
     pub(crate) fn new(
         spec: &SpawnSpec,
         stdin: i32,
         output: i32,
+        files: [i32; super::spec::MAX_FILES],
     ) -> Result<Box<Launch>, SpawnError> {
         let strings: Vec<CString> = spec.argv.iter().chain(spec.envp).cloned().collect();
         let (argv_s, envp_s) = strings.split_at(spec.argv.len());
@@ -88,6 +89,7 @@ impl Launch {
             },
             stdin,
             output,
+            files,
             spec.confinement,
             fprog.as_deref(),
             &spec.join,

@@ -5,6 +5,9 @@ use std::os::fd::{BorrowedFd, RawFd};
 
 use crate::confine::Confinement;
 
+/// The most [`SpawnSpec::files`] a tool gets.
+pub const MAX_FILES: usize = 8;
+
 /// What to run and how.
 #[derive(Debug, Clone, Copy)]
 pub struct SpawnSpec<'a> {
@@ -30,6 +33,9 @@ pub struct SpawnSpec<'a> {
     pub user_ns: Option<BorrowedFd<'a>>,
     /// Where stdout and stderr both go (typically a pipe's write end).
     pub output: BorrowedFd<'a>,
+    /// Open files the tool gets as its descriptors 3, 4, … in this order (at
+    /// most [`MAX_FILES`]): the values of its `file: true` arguments.
+    pub files: &'a [BorrowedFd<'a>],
     /// The confinement to apply right before `execve`; `None` runs unconfined.
     pub confinement: Option<&'a Confinement>,
     /// The run's kernel group and limits (see [`crate::contain::Run::join`]).
@@ -60,7 +66,7 @@ pub struct Join {
     /// namespace's init, and so the child, with it.
     pub parent_outside_pid_ns: bool,
     /// With `new_user_ns`: the server's uid and gid, which the child maps to
-    /// themselves in its new user namespace (CONTRACT §13: a tool sees its
+    /// themselves in its new user namespace (docs/policy-format.md, "Protected paths": a tool sees its
     /// server's identity).
     pub own_ids: Option<crate::identity::IdMaps>,
 }

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 
 use super::error::SpawnError;
-use super::spec::SpawnSpec;
+use super::spec::{SpawnSpec, MAX_FILES};
 use super::sys;
 
 /// The descriptor the child should `dup3` onto 1 and 2, and the duplicate to keep
@@ -19,6 +19,38 @@ pub(super) fn output_fd(spec: &SpawnSpec) -> Result<(RawFd, Option<OwnedFd>), Sp
     }
     let dup = dup_high(fd)?;
     Ok((dup.as_raw_fd(), Some(dup)))
+}
+
+/// The descriptors of `spec.files` as the child moves them onto 3, 4, …
+/// (-1 after the last), and the duplicates made so that each is numbered
+/// above every target: keep those open until `clone` returned.
+pub(super) fn file_fds(spec: &SpawnSpec) -> Result<([RawFd; MAX_FILES], Vec<OwnedFd>), SpawnError> {
+    if spec.files.len() > MAX_FILES {
+        return Err(SpawnError::Prepare {
+            step: "argument files",
+            source: io::Error::from_raw_os_error(libc::E2BIG),
+        });
+    }
+    let mut fds = [-1; MAX_FILES];
+    let mut dups = Vec::new();
+    let first_free = 3 + MAX_FILES as RawFd;
+    for (slot, file) in fds.iter_mut().zip(spec.files) {
+        let fd = file.as_raw_fd();
+        *slot = if fd >= first_free {
+            fd
+        } else {
+            let dup = sys::parent::dup_cloexec_from(fd, first_free).map_err(|source| {
+                SpawnError::Prepare {
+                    step: "argument files",
+                    source,
+                }
+            })?;
+            let raw = dup.as_raw_fd();
+            dups.push(dup);
+            raw
+        };
+    }
+    Ok((fds, dups))
 }
 
 /// `/dev/null`, opened once for the life of the process and shared by every

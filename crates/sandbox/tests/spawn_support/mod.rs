@@ -46,6 +46,18 @@ pub fn start_with(
     env: &[&str],
     confinement: Option<&Confinement>,
 ) -> Result<(Child, OwnedFd), SpawnError> {
+    start_with_files(spawn_fn, argv, cwd, env, &[], confinement)
+}
+
+/// [`start_with`], the tool getting `files` as its descriptors 3, 4, ….
+pub fn start_with_files(
+    spawn_fn: fn(&SpawnSpec) -> Result<Child, SpawnError>,
+    argv: &[&str],
+    cwd: &str,
+    env: &[&str],
+    files: &[std::os::fd::BorrowedFd<'_>],
+    confinement: Option<&Confinement>,
+) -> Result<(Child, OwnedFd), SpawnError> {
     let (r, w) = pipe();
     let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let mut envp = test_env();
@@ -60,6 +72,7 @@ pub fn start_with(
         mount_ns: None,
         user_ns: None,
         output: w.as_fd(),
+        files,
         confinement,
         join: Default::default(),
     };

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::fdlimit::{raise_nofile, HEADROOM};
 use crate::watchdog::Watchdog;
 
-/// Raise the descriptor limit so that `--max-connections` fits (CONTRACT §12);
+/// Raise the descriptor limit so that `--max-connections` fits (docs/containment.md);
 /// where the hard limit does not allow it, serve fewer connections and say so.
 pub(super) fn fit_descriptor_limit(config: &mut Config) {
     // The tools' own connections have a budget beside --max-connections.

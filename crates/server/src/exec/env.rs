@@ -1,4 +1,4 @@
-//! The environment a tool gets (TOOLS.md, "How arguments reach the tool";
+//! The environment a tool gets (docs/tools.md, "How arguments reach the tool";
 //! sandbox policy `env`): the policy's allowlist from toolsrv's own environment,
 //! then `OLLIE_AGENT_ID`, `OLLIE_SESSION_ID`, `PWD`, `TMPDIR`, the tool's
 //! `TOOL_ARGS`/`ARG_*`, and last the request's `env.NAME` fields. Nothing named

@@ -16,6 +16,7 @@
 mod cache;
 mod env;
 mod prepare;
+mod refusals;
 pub(crate) mod result;
 mod run;
 mod spawner;
@@ -142,7 +143,7 @@ impl Executor {
     /// Carve `files` (the policy file, its profiles directory, the tools
     /// directory, the socket and its secret file; relative paths are taken
     /// against the current directory) out of every sandbox rule, like the
-    /// credential files and stores (CONTRACT §12), and log what is carved.
+    /// credential files and stores (docs/containment.md), and log what is carved.
     /// `cwd` is the server's `--cwd`: a carved path inside it is worth a
     /// warning, since tools then cannot create files in the directories that
     /// lead to it.

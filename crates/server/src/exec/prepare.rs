@@ -102,6 +102,48 @@ pub(crate) enum Refused {
     /// A string of the request holds a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
+    /// An environment variable is longer than Linux passes in one string.
+    #[error("{what} is {bytes} bytes; Linux passes at most {limit} bytes in one environment variable (its name, \"=\" and value)")]
+    VariableTooLarge {
+        /// `env.NAME` (the request's) or `the variable NAME`.
+        what: String,
+        /// Its value's length.
+        bytes: usize,
+        /// What fits for that name.
+        limit: usize,
+    },
+    /// The argument vector and environment together are more than Linux
+    /// passes to a program.
+    #[error("the command line and environment of tool {tool:?} are {bytes} bytes together{largest}; Linux passes at most {limit} bytes to a program (a quarter of the stack limit): a tool receives large values in files when its metadata declares the parameters with \"file: true\" (docs/metadata.md, \"Large values\")")]
+    TooLarge {
+        /// The tool.
+        tool: String,
+        /// argv and the environment, as the kernel counts them.
+        bytes: usize,
+        /// ` (content is 1500000 of them)`, or nothing.
+        largest: String,
+        /// What the kernel accepts.
+        limit: usize,
+    },
+}
+
+/// The bytes `execve` counts for `argv` and `env`: each string with its NUL,
+/// and a pointer per string.
+fn exec_size(argv: &[String], env: &BTreeMap<String, String>) -> usize {
+    let ptr = std::mem::size_of::<usize>();
+    argv.iter().map(|a| a.len() + 1 + ptr).sum::<usize>()
+        + env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2 + ptr)
+            .sum::<usize>()
+}
+
+/// What Linux passes to a program at most (`sysconf(_SC_ARG_MAX)`: a
+/// quarter of the stack limit, at least 128 KiB).
+fn arg_max() -> usize {
+    // Safety: sysconf has no memory arguments.
+    let n = unsafe { libc::sysconf(libc::_SC_ARG_MAX) };
+    usize::try_from(n).unwrap_or(128 * 1024).max(128 * 1024)
 }
 
 /// A request ready to run.
@@ -118,6 +160,8 @@ pub(crate) struct Prepared {
     pub(crate) display: String,
     /// The complete environment.
     pub(crate) env: BTreeMap<String, String>,
+    /// The `file: true` arguments, passed as the tool's descriptors 3, 4, ….
+    pub(crate) files: Vec<toolsrv_metadata::ArgFile>,
     /// The working directory's path when it was opened (for `PWD` and
     /// messages; the child `fchdir`s to [`Prepared::workdir`]).
     pub(crate) cwd: PathBuf,
@@ -168,6 +212,25 @@ impl Prepared {
         let cwd = CString::new(self.cwd.as_os_str().as_encoded_bytes())
             .map_err(|_| nul("the working directory"))?;
         Ok((program, argv, envp, cwd))
+    }
+
+    /// The argument files, each a new anonymous file holding its value.
+    pub(crate) fn arg_files(
+        &self,
+    ) -> Result<Vec<std::os::fd::OwnedFd>, crate::exec::run::RunError> {
+        self.files
+            .iter()
+            .map(|f| {
+                let name = CString::new(format!("toolsrv-arg-{}", f.name))
+                    .map_err(|_| Refused::Nul("an argument name"))?;
+                crate::sys::memfd_with(&name, f.value.as_bytes()).map_err(|source| {
+                    crate::exec::run::RunError::ArgFile {
+                        name: f.name.clone(),
+                        source,
+                    }
+                })
+            })
+            .collect()
     }
 }
 
@@ -276,7 +339,7 @@ impl Executor {
             self.check_cwd(&cwd, view.as_deref())?;
         }
         // The request's `env.NAME` values reach the tool like string arguments
-        // (a script may `eval "$FOO"`), so they are checked like them (CONTRACT §6).
+        // (a script may `eval "$FOO"`), so they are checked like them (docs/protocol.md, "Requests and results").
         let strings: Vec<&str> = args
             .values()
             .filter_map(|v| v.as_str())
@@ -341,6 +404,43 @@ impl Executor {
             tool: &inv.env,
             request: &payload.env,
         });
+        for (k, v) in &env {
+            if k.len() + v.len() + 2 > toolsrv_metadata::MAX_ARG_STRLEN {
+                let what = if payload.env.iter().any(|(n, _)| n == k) {
+                    format!("env.{k}")
+                } else {
+                    format!("the variable {k}")
+                };
+                return Err(Refused::VariableTooLarge {
+                    what,
+                    bytes: v.len(),
+                    limit: toolsrv_metadata::MAX_ARG_STRLEN - k.len() - 2,
+                });
+            }
+        }
+        let bytes = exec_size(&inv.argv, &env);
+        // Linux passes 128 KiB at least: only a larger call asks for the
+        // stack limit (a system call).
+        if bytes > 128 * 1024 && bytes > arg_max() {
+            let largest = args
+                .iter()
+                .filter(|(name, _)| !inv.files.iter().any(|f| f.name == **name))
+                .map(|(name, v)| {
+                    (
+                        name,
+                        v.as_str().map_or_else(|| v.to_string().len(), str::len),
+                    )
+                })
+                .max_by_key(|(_, len)| *len)
+                .map(|(name, len)| format!(" ({name} is {len} of them)"))
+                .unwrap_or_default();
+            return Err(Refused::TooLarge {
+                tool: tool.name.clone(),
+                bytes,
+                largest,
+                limit: arg_max(),
+            });
+        }
         let timeout = payload
             .timeout
             .or(tool.timeout)
@@ -351,6 +451,7 @@ impl Executor {
             program: inv.program,
             argv: inv.argv,
             display: inv.display,
+            files: inv.files,
             env,
             cwd,
             workdir,
@@ -363,7 +464,7 @@ impl Executor {
     }
 
     /// Refuses a working directory that is a protected path or lies in one
-    /// (CONTRACT §13): the view's protected set, else the carved paths.
+    /// (docs/policy-format.md, "Protected paths"): the view's protected set, else the carved paths.
     fn check_cwd(
         &self,
         cwd: &Path,

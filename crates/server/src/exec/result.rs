@@ -1,4 +1,4 @@
-//! Turning a finished process into a ToolResult (CONTRACT §6).
+//! Turning a finished process into a ToolResult (docs/protocol.md, "Requests and results").
 
 use base64::Engine;
 use toolsrv_metadata::OutputMode;

@@ -44,6 +44,14 @@ pub(crate) enum RunError {
     /// The output pipe could not be watched.
     #[error("cannot watch the output pipe: {0}")]
     WatchPipe(#[source] std::io::Error),
+    /// A `file: true` argument's file could not be made.
+    #[error("cannot put argument {name} in a file: {source}")]
+    ArgFile {
+        /// The argument.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The child could not be reaped.
     #[error("cannot reap the process")]
     Reap,
@@ -162,7 +170,12 @@ impl Executor {
     pub(crate) async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
         let mut leftovers = Leftovers::default();
         let (state, code) = match self.run_inner(proc, prep, &mut leftovers).await {
-            Ok(r) => r,
+            Ok(r) => {
+                if prep.confinement.is_some() {
+                    self.note_protected_refusals(proc, prep);
+                }
+                r
+            }
             Err(e) => {
                 proc.output.push(e.to_string().as_bytes());
                 (ProcState::Failed, 127)
@@ -221,6 +234,7 @@ impl Executor {
         prep: &Prepared,
     ) -> Result<(Run, Child, Output), RunError> {
         let (program, argv, envp, cwd) = prep.c_strings()?;
+        let files = prep.arg_files()?;
         let (rd, wr) = pipe().map_err(RunError::Pipe)?;
         // Registered before the spawn: the child starts (on this CPU, as a
         // rule) once this thread waits, and this is one thing less between.
@@ -238,6 +252,7 @@ impl Executor {
             cwd,
             workdir: prep.workdir.clone(),
             output: wr.clone(),
+            files,
             confinement: prep.confinement.clone(),
             join,
             view: prep.view.clone(),
@@ -327,7 +342,7 @@ impl Executor {
         }
         hits.dedup();
         // A run whose process the memory limit's OOM killer took is `killed`,
-        // whatever its first process made of it (CONTRACT §12).
+        // whatever its first process made of it (docs/containment.md).
         let memory_kill = hits.contains(&LimitName::Memory);
         let outcome = match (end, status) {
             (End::TimedOut, s) => (ProcState::Timeout, s.code()),
@@ -341,6 +356,36 @@ impl Executor {
             record_limits_reached(proc, &limits, &hits);
         }
         Ok(outcome)
+    }
+
+    /// The `[toolsrv: <path>: …]` lines for the protected paths the tool's
+    /// output says were refused (`exec::refusals`): kept with the process
+    /// like the limit lines, and appended to a background process's output.
+    fn note_protected_refusals(&self, proc: &Proc, prep: &Prepared) {
+        if proc.output.retained() > super::refusals::SEARCHED as u64 {
+            return;
+        }
+        let output = proc.output.snapshot();
+        let lines = super::refusals::notes(&output, &prep.cwd, |p| match &prep.view {
+            Some(v) => v.protected().covering(p).map(|e| {
+                let hidden = matches!(e.kind, toolsrv_sandbox::view::Kind::Hidden);
+                (e.path.clone(), hidden)
+            }),
+            None => self
+                .carved
+                .iter()
+                .find(|c| p.starts_with(c))
+                .map(|c| (c.clone(), true)),
+        });
+        if lines.is_empty() {
+            return;
+        }
+        if proc.spec.background {
+            for l in &lines {
+                proc.output.push(format!("\n{l}\n").as_bytes());
+            }
+        }
+        proc.append_last_lines(lines);
     }
 
     /// Kill and reap a child we cannot watch; returns `msg`.

@@ -57,6 +57,9 @@ pub(crate) struct Job {
     /// Write end of the output pipe. The run keeps its own reference until
     /// the tool has exited (see `exec::run`), so the spawner's is not the last.
     pub(crate) output: Arc<OwnedFd>,
+    /// The files the tool gets as its descriptors 3, 4, … (its `file: true`
+    /// arguments); closed here once the child has its copies.
+    pub(crate) files: Vec<OwnedFd>,
     /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
     pub(crate) confinement: Option<Arc<Confinement>>,
     /// How the child joins its run's group and takes its limits.
@@ -166,6 +169,8 @@ impl Spawner {
 
     /// Start `job` on this thread.
     fn spawn_here(&self, job: &Job) -> Result<Child, SpawnError> {
+        let files: Vec<std::os::fd::BorrowedFd<'_>> =
+            job.files.iter().map(std::os::fd::AsFd::as_fd).collect();
         let spec = SpawnSpec {
             program: &job.program,
             argv: &job.argv,
@@ -178,6 +183,7 @@ impl Spawner {
                 .as_deref()
                 .and_then(toolsrv_sandbox::view::View::user_ns),
             output: std::os::fd::AsFd::as_fd(&*job.output),
+            files: &files,
             confinement: job.confinement.as_deref(),
             join: job.join,
         };

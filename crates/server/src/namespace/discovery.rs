@@ -22,7 +22,7 @@ pub(crate) fn info_file(
 }
 
 /// `doctor`: what this server confines its tools with, held against its
-/// current policy (CONTRACT §17; the JSON of `toolsrv doctor --json`).
+/// current policy (docs/cli.md; the JSON of `toolsrv doctor --json`).
 pub(crate) fn doctor_file(
     server: &Arc<Server>,
 ) -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {
@@ -30,11 +30,14 @@ pub(crate) fn doctor_file(
     Generated(move || {
         let store = &server.executor.policy;
         let path = store.path().map(|p| p.display().to_string());
-        let report = toolsrv_sandbox::doctor::Report::evaluate(
+        let mut report = toolsrv_sandbox::doctor::Report::evaluate(
             &server.facts,
             &store.current(),
             path.as_deref(),
         );
+        if let Some((why, loaded)) = store.not_reloaded() {
+            report.policy_not_reloaded(&why, loaded);
+        }
         to_json(&report)
     })
 }

@@ -1,4 +1,4 @@
-//! The namespace of CONTRACT §4, declared in one place: [`spec`] builds the tree
+//! The namespace of docs/protocol.md, "Namespace", declared in one place: [`spec`] builds the tree
 //! from the server's state, as the architecture's `BuildTree(Spec(server))`.
 //!
 //! - [`bypassfs`]: `bypass/pending`, `bypass/resolve`.

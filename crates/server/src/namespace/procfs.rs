@@ -67,7 +67,7 @@ impl Request for NewRequest {
     }
 
     /// A synchronous call's entry is dismissed once its result was read and
-    /// the fid clunked (CONTRACT §12).
+    /// the fid clunked (docs/containment.md).
     async fn evaluate_answer(
         self: Arc<Self>,
         request: Vec<u8>,

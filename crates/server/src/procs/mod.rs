@@ -165,7 +165,14 @@ impl Proc {
         self.m.lock_unpoisoned().limits_reached = lines;
     }
 
-    /// The `[toolsrv: limit reached: ...]` lines of the run (empty when none).
+    /// Add more closing lines (the protected paths its output names as
+    /// refused, `exec::refusals`), after the limit lines.
+    pub(crate) fn append_last_lines(&self, lines: Vec<String>) {
+        self.m.lock_unpoisoned().limits_reached.extend(lines);
+    }
+
+    /// The `[toolsrv: limit reached: ...]` lines of the run, then its
+    /// `[toolsrv: <path>: ...]` lines about protected paths (empty when none).
     pub(crate) fn limits_reached(&self) -> Vec<String> {
         self.m.lock_unpoisoned().limits_reached.clone()
     }
@@ -239,7 +246,7 @@ impl Proc {
         Ok(())
     }
 
-    /// The ProcStat JSON object of CONTRACT §7.
+    /// The ProcStat JSON object of docs/protocol.md, "Processes".
     pub(crate) fn stat(&self) -> ProcStat {
         let m = self.m.lock_unpoisoned();
         let runtime = match m.ended {

@@ -1,4 +1,4 @@
-//! How much the process table keeps of finished processes (CONTRACT §12): the
+//! How much the process table keeps of finished processes (docs/containment.md): the
 //! table itself, and the bookkeeping that bounds finished processes by count
 //! and by the bytes of output they retain, dismissing the oldest finished first.
 

@@ -1,5 +1,5 @@
 //! The bypass broker through `bypass/pending` and `bypass/resolve`
-//! (CONTRACT §8): what an observer sees, approve, reject, the timeout, and
+//! (docs/protocol.md, "Bypass requests"): what an observer sees, approve, reject, the timeout, and
 //! withdrawal by clunk or kill.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Walks of the namespace (CONTRACT §4, §7): every root entry, the files of
+//! Walks of the namespace (docs/protocol.md, "Namespace"; docs/protocol.md, "Processes"): every root entry, the files of
 //! `proc/<pid>`, and the errors of walks and opens.
 
 use toolsrv_wire::{Body, DMDIR, OREAD, OWRITE};
@@ -152,7 +152,7 @@ async fn all_lists_the_tools_sorted_with_their_descriptions() {
     .await
 }
 
-/// CONTRACT §4 (which supersedes the "skipped from `all`" of section 1):
+/// docs/protocol.md, "Namespace" (which supersedes the "skipped from `all`" of section 1):
 /// the broken file is listed with an empty description and its error, and
 /// `load` of it fails with the same reason.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The process table (CONTRACT §7, §12): pids, `proc/<pid>/ctl`, following
+//! The process table (docs/protocol.md, "Processes"; docs/containment.md): pids, `proc/<pid>/ctl`, following
 //! output, dismissal, retention bounds and garbage collection.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! The per-agent registry through `ctl`, `tools` and `tools_rev` (CONTRACT
-//! §4): load, unload, revisions, and a tool file that changes after it was
+//! The per-agent registry through `ctl`, `tools` and `tools_rev` (docs/protocol.md, "Namespace"
+//!): load, unload, revisions, and a tool file that changes after it was
 //! loaded.
 
 use super::support::{bounded, outcome, Harness, ECHO, SH, TYPED};

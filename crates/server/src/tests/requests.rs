@@ -1,4 +1,4 @@
-//! Preparing and running requests (CONTRACT §6, §12, §13): results, and
+//! Preparing and running requests (docs/protocol.md, "Requests and results"; docs/containment.md; docs/policy-format.md, "Protected paths"): results, and
 //! every refusal on the way (payload, token, tool, arguments, validation,
 //! rate limit, working directory, sandbox).
 
@@ -621,7 +621,7 @@ async fn with_auth_on_attaching_without_an_accepted_secret_fails() {
     .await
 }
 
-/// `<socket>.secret` is hidden from every sandbox rule (CONTRACT §13), even
+/// `<socket>.secret` is hidden from every sandbox rule (docs/policy-format.md, "Protected paths"), even
 /// where the policy grants its directory: here the socket lies in `--cwd`,
 /// which the built-in policy lets tools read and write.
 #[tokio::test]

@@ -152,7 +152,7 @@ impl Harness {
         p
     }
 
-    /// A connection that authenticated with `secret` (CONTRACT §3) and
+    /// A connection that authenticated with `secret` (docs/protocol.md, "Authentication") and
     /// attached; its token is [`Peer::token`].
     pub(super) async fn connect_authenticated(&self, secret: &[u8]) -> Peer {
         let mut p = self.connect_versioned().await;

@@ -37,7 +37,7 @@ const EACCES: &str = "Permission denied";
 
 use crate::sandbox::refused;
 
-/// The refusal of a reserved `env.NAME` (CONTRACT §6).
+/// The refusal of a reserved `env.NAME` (docs/protocol.md, "Requests and results").
 fn reserved(name: &str) -> String {
     format!("environment variable \"{name}\" cannot be set by a request")
 }
@@ -317,7 +317,7 @@ impl OwnFiles {
 /// adds a profile or a tool, rewrites the `shell` tool, replaces the socket,
 /// or reads `<socket>.secret` and approves its own bypass requests.
 ///
-/// Expected (CONTRACT §13): the policy, profiles and tools stay readable and
+/// Expected (docs/policy-format.md, "Protected paths"): the policy, profiles and tools stay readable and
 /// are read-only; the secret reads as empty; every write, creation, removal
 /// and rename fails (EROFS or EBUSY in the view, EACCES where Landlock
 /// carves); afterwards each file's content is unchanged, the socket is still

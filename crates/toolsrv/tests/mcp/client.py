@@ -231,7 +231,21 @@ async def escape(session, s):
     check(r.is_error and "outside-secret" not in text_of(r), f"read outside: {r}")
 
 
-SCENARIOS = {f.__name__: f for f in (basic, list_changed, cancel, progress, bypass, escape)}
+async def large(session, s):
+    # Larger than Linux passes in one argument (128 KiB): file_write gets it
+    # in a file ("file: true").
+    content = "".join(f"line {i}\n" for i in range(20000))
+    check(len(content) > 140000, len(content))
+    r = await session.call_tool("file_write", {"path": "large.txt", "content": content})
+    check(not r.is_error and f"wrote {len(content)} bytes" in text_of(r), f"file_write: {r}")
+    with open(os.path.join(A.cwd, "large.txt")) as f:
+        check(f.read() == content, "large.txt differs")
+    # An argument the tool does not take is refused by name.
+    r = await session.call_tool("file_read", {"path": "large.txt", "limt": 1})
+    check(r.is_error and '"limt"' in text_of(r), f"unknown argument: {r}")
+
+
+SCENARIOS = {f.__name__: f for f in (basic, list_changed, cancel, progress, bypass, escape, large)}
 
 
 def main():

@@ -84,8 +84,13 @@ pub(crate) fn getpid() -> libc::pid_t {
 
 /// Duplicates `fd` to a close-on-exec descriptor numbered 3 or above.
 pub(crate) fn dup_cloexec_above_stdio(fd: RawFd) -> io::Result<OwnedFd> {
+    dup_cloexec_from(fd, 3)
+}
+
+/// Duplicates `fd` to a close-on-exec descriptor numbered `min` or above.
+pub(crate) fn dup_cloexec_from(fd: RawFd, min: RawFd) -> io::Result<OwnedFd> {
     // Safety: F_DUPFD_CLOEXEC on a descriptor the caller keeps open has no memory effects.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
     if new < 0 {
         return Err(io::Error::last_os_error());
     }
