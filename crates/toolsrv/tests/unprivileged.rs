@@ -273,11 +273,13 @@ fn a_tool_is_uid_0_inside_and_an_unprivileged_id_on_the_host() {
         .is_ok_and(|t| t.ends_with('\n'))),
         "the tool never wrote its pid"
     );
-    let pid: u32 = std::fs::read_to_string(&pid_file)
+    let tool_pid: i32 = std::fs::read_to_string(&pid_file)
         .expect("pid")
         .trim()
         .parse()
         .expect("a pid");
+    // The tool's `$$` is its pid in the tools PID namespace.
+    let pid = u32::try_from(s.srv.host_pid(tool_pid)).expect("the tool's pid on the host");
     let uid = status_field(pid, "Uid:");
     let gid = status_field(pid, "Gid:");
     let groups = std::fs::read_to_string(format!("/proc/{pid}/status"))
