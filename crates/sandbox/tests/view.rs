@@ -119,7 +119,7 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
     let script = format!(
         "cat secret.txt; echo '|'; cat deep/key.pem; echo '|'; \
          echo new > new.txt && echo created; mkdir sub && echo mkdir; \
-         echo x >> .git/config || echo config-ro; \
+         echo '[user]' >> .git/config && echo config-rw; \
          touch .git/hooks/pre-commit || echo hooks-ro; \
          mv .git .git2 || echo pinned; \
          echo x > secret.txt || echo secret-ro; \
@@ -131,7 +131,7 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
     for want in [
         "created",
         "mkdir",
-        "config-ro",
+        "config-rw",
         "hooks-ro",
         "pinned",
         "secret-ro",
@@ -146,7 +146,8 @@ fn the_view_masks_pins_and_makes_the_rest_read_only() {
     assert!(t.p("ws/.git").is_dir() && !t.p("ws/.git2").exists());
     assert_eq!(
         std::fs::read_to_string(t.p("ws/.git/config")).unwrap(),
-        "[core]\n"
+        "[core]\n[user]\n",
+        "a repository's config is writable in the view (the server's guard checks what a tool writes there)"
     );
     assert!(!t.p("ws/.git/hooks/pre-commit").exists());
     // No placeholders: nothing was created on the host to protect a path.

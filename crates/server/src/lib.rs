@@ -40,6 +40,7 @@ mod exec;
 mod fdlimit;
 mod files;
 mod filewatch;
+mod guard;
 mod leaders;
 mod lifecycle;
 mod namespace;

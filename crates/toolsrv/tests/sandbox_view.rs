@@ -24,7 +24,7 @@ const SECRET: &str = "view-suite-secret-5a0e";
 use crate::sandbox::refused;
 
 /// A result's text and whether it is an error.
-fn out(r: &Value) -> (bool, String) {
+pub(crate) fn out(r: &Value) -> (bool, String) {
     (
         r["isError"] == true,
         r["content"][0]["text"]
@@ -35,26 +35,26 @@ fn out(r: &Value) -> (bool, String) {
 }
 
 /// Single-quoted for sh.
-fn q(p: &Path) -> String {
+pub(crate) fn q(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
 /// A canonical temporary directory.
-fn tmp() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn tmp() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().expect("tempdir");
     let p = std::fs::canonicalize(d.path()).expect("canonical");
     (d, p)
 }
 
 /// A server and a connection with the `shell` tool loaded for `a1`.
-struct Session {
-    srv: Server,
-    c: Raw,
+pub(crate) struct Session {
+    pub(crate) srv: Server,
+    pub(crate) c: Raw,
     token: Option<String>,
 }
 
 impl Session {
-    fn no_auth(launch: Launch) -> Session {
+    pub(crate) fn no_auth(launch: Launch) -> Session {
         let srv = launch.arg("--no-auth").start();
         let mut c = srv.attached();
         load(&mut c, "a1", "shell");
@@ -66,7 +66,7 @@ impl Session {
     }
 
     /// Runs `cmd` with the shell tool, in `cwd` when given.
-    fn sh_in(&mut self, cmd: &str, cwd: Option<&str>) -> (bool, String) {
+    pub(crate) fn sh_in(&mut self, cmd: &str, cwd: Option<&str>) -> (bool, String) {
         let mut fields = vec![("tool", "shell"), ("agent", "a1"), ("command", cmd)];
         let token = self.token.clone();
         if let Some(t) = &token {
@@ -78,7 +78,7 @@ impl Session {
         out(&call(&mut self.c, &fields))
     }
 
-    fn sh(&mut self, cmd: &str) -> (bool, String) {
+    pub(crate) fn sh(&mut self, cmd: &str) -> (bool, String) {
         self.sh_in(cmd, None)
     }
 
@@ -93,7 +93,7 @@ impl Session {
 
     /// `cmd` must succeed; its output.
     #[track_caller]
-    fn ok(&mut self, cmd: &str) -> String {
+    pub(crate) fn ok(&mut self, cmd: &str) -> String {
         let (err, text) = self.sh(cmd);
         assert!(!err, "{cmd}: {text}");
         text

@@ -18,6 +18,7 @@ mod hostile;
 mod identity;
 mod interop;
 mod large_args;
+mod leftovers;
 mod lifecycle;
 mod lifecycle_idle;
 mod lifecycle_ollie;

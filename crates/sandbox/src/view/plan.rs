@@ -719,8 +719,7 @@ mod tests {
                 entry(&p("w/.mcp.json"), Kind::ReadOnly, Shape::File, false),
                 entry(&p("elsewhere/.ssh"), Kind::Hidden, Shape::Dir, true),
             ],
-            truncated: false,
-            incomplete: false,
+            ..ProtectedSet::default()
         };
         let rules = RulePaths {
             writable: vec![r.join("w"), r.join("h/.aws")],
@@ -759,8 +758,7 @@ mod tests {
                 entry(&p("h/.sshx"), Kind::Hidden, Shape::File, true),
                 entry(&p("h/.ssh2/k"), Kind::Hidden, Shape::File, true),
             ],
-            truncated: false,
-            incomplete: false,
+            ..ProtectedSet::default()
         };
         let rules = RulePaths {
             writable: vec![r.join("h")],

@@ -105,6 +105,11 @@ pub struct ProtectedSet {
     /// (out of descriptors, say): the set may miss entries, and the rescan
     /// does not take it for a change.
     pub incomplete: bool,
+    /// The Git directories of the workspace's repositories (above, below,
+    /// through `gitdir:` files): their `hooks/` is read-only, and the
+    /// server's guard watches their `config` (which git replaces by rename,
+    /// so it is not bound read-only) and what redirects them.
+    pub git_dirs: Vec<PathBuf>,
 }
 
 /// System credential files, hidden (`*` within the last name): the same list
@@ -233,8 +238,11 @@ impl ProtectedSet {
             }
         }
         for git_dir in repositories(&src.workspace, &mut set.truncated) {
+            // `config` stays writable: git writes it by lock and rename,
+            // which a mount point refuses (EBUSY); the guard puts back a
+            // version a tool gave a key that runs something.
             set.add(&git_dir.join("hooks"), Kind::ReadOnly, Shape::Dir);
-            set.add(&git_dir.join("config"), Kind::ReadOnly, Shape::File);
+            set.git_dirs.push(git_dir);
         }
         for p in super::sockets::bound() {
             if under_read_only_rule(&p, &src.rules) {
@@ -282,6 +290,7 @@ struct Collector {
     entries: Vec<Entry>,
     truncated: bool,
     incomplete: bool,
+    git_dirs: Vec<PathBuf>,
 }
 
 /// Whether `e` says the path is not there (rather than not lookable).
@@ -336,10 +345,13 @@ impl Collector {
         // One entry per path: hidden wins over read-only.
         self.entries
             .dedup_by(|later, earlier| later.path == earlier.path);
+        self.git_dirs.sort();
+        self.git_dirs.dedup();
         ProtectedSet {
             entries: self.entries,
             truncated: self.truncated,
             incomplete: self.incomplete,
+            git_dirs: self.git_dirs,
         }
     }
 }

@@ -76,6 +76,8 @@ pub(crate) struct Executor {
     pub(crate) registry: Option<std::path::PathBuf>,
     /// The filesystem views, where the host can make them.
     views: Option<Arc<views::Views>>,
+    /// What acts on what confined runs leave behind (with the views).
+    pub(crate) guard: Option<Arc<crate::guard::Guard>>,
     spawner: Spawner,
     /// Tool pids the executor reaps itself (the orphan reaper leaves them alone).
     pub(crate) tracked: Arc<Tracked>,
@@ -131,6 +133,7 @@ impl Executor {
             carved: Vec::new(),
             registry: None,
             views: None,
+            guard: None,
             validators: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
             rules: cache::TtlCache::default(),
@@ -166,11 +169,13 @@ impl Executor {
                 registry: files.registry.clone(),
             };
             let workspace = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+            self.guard = crate::guard::Guard::start(self.watch.clone());
             self.views = Some(views::Views::start(
                 &workspace,
                 files,
                 self.own_env.clone(),
                 self.policy.current(),
+                self.guard.clone(),
             ));
             return;
         }

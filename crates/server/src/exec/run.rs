@@ -169,7 +169,19 @@ impl Executor {
     /// Run a prepared request as `proc` to its end. Records the final state.
     pub(crate) async fn run(&self, proc: &Arc<Proc>, prep: &Prepared) {
         let mut leftovers = Leftovers::default();
-        let (state, code) = match self.run_inner(proc, prep, &mut leftovers).await {
+        let guarded = self
+            .guard
+            .as_ref()
+            .filter(|_| prep.confinement.is_some())
+            .map(|g| (g, g.enter()));
+        let ran = self.run_inner(proc, prep, &mut leftovers).await;
+        if let Some((g, entered)) = guarded {
+            let denials = g.settle(entered);
+            if !denials.is_empty() {
+                self.append_lines(proc, denials);
+            }
+        }
+        let (state, code) = match ran {
             Ok(r) => {
                 if prep.confinement.is_some() {
                     self.note_protected_refusals(proc, prep);
@@ -380,6 +392,12 @@ impl Executor {
         if lines.is_empty() {
             return;
         }
+        self.append_lines(proc, lines);
+    }
+
+    /// Adds `[toolsrv: …]` lines at the end of a run's result (and of a
+    /// background run's output).
+    fn append_lines(&self, proc: &Proc, lines: Vec<String>) {
         if proc.spec.background {
             for l in &lines {
                 proc.output.push(format!("\n{l}\n").as_bytes());

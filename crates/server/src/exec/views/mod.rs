@@ -52,6 +52,8 @@ pub(crate) struct Views {
     building: Mutex<()>,
     /// The copy-on-write cache layers of this server.
     layers: Option<layers::Layers>,
+    /// What acts on what tools make in the views' writable binds.
+    guard: Option<Arc<crate::guard::Guard>>,
 }
 
 /// How many times a failed view build is planned and tried again.
@@ -66,6 +68,7 @@ impl Views {
         server: ServerFiles,
         env: std::collections::HashMap<String, String>,
         main: Arc<Policy>,
+        guard: Option<Arc<crate::guard::Guard>>,
     ) -> Arc<Views> {
         let mut server = server;
         let ctx = PathContext {
@@ -86,6 +89,7 @@ impl Views {
             root_only: Mutex::new(None),
             building: Mutex::new(()),
             layers,
+            guard,
         });
         let weak = Arc::downgrade(&views);
         let started = std::thread::Builder::new()
@@ -253,7 +257,65 @@ impl Views {
             slots.remove(0);
         }
         slots.push(slot);
+        drop(slots);
+        self.publish();
         Ok(view)
+    }
+
+    /// Tells the guard what the views' writable binds, missing protected
+    /// paths, Git directories and writable homes are now.
+    fn publish(&self) {
+        let Some(guard) = &self.guard else { return };
+        let slots: Vec<Arc<Slot>> = self.slots.lock_unpoisoned().clone();
+        let mut all = crate::guard::Targets {
+            workspace: self.workspace.clone(),
+            ..Default::default()
+        };
+        for s in slots.iter().filter(|s| !s.stale.load(Ordering::Relaxed)) {
+            all.merge(self.targets(s));
+        }
+        guard.update(all);
+    }
+
+    /// What the guard watches in the view of `slot`.
+    fn targets(&self, slot: &Slot) -> crate::guard::Targets {
+        let plan = slot.view.plan();
+        let rules = self.rule_paths(&slot.policy);
+        let home = self
+            .ctx()
+            .expand("~")
+            .ok()
+            .and_then(|h| std::fs::canonicalize(h).ok());
+        crate::guard::Targets {
+            workspace: self.workspace.clone(),
+            writable: plan
+                .binds
+                .iter()
+                .filter(|b| b.writable && b.dir && b.layer.is_none())
+                .map(|b| b.path.clone())
+                .collect(),
+            creatable: plan.creatable.iter().cloned().collect(),
+            homes: home
+                .filter(|h| plan.bind_of(h).is_some_and(|b| b.writable))
+                .into_iter()
+                .collect(),
+            named: rules
+                .writable
+                .iter()
+                .chain(&rules.readable)
+                .cloned()
+                .collect(),
+            git_dirs: slot.view.protected().git_dirs.clone(),
+            ignored: self.server.hidden.clone(),
+        }
+    }
+
+    /// Has the guard act on what tools made so far (before a gathering, so
+    /// that a tool's new protected path is moved, not protected in place).
+    fn settle_guard(&self) {
+        if let Some(g) = &self.guard {
+            g.catch_up();
+        }
     }
 }
 
@@ -316,12 +378,13 @@ fn rescan(views: Weak<Views>) {
         let Some(v) = views.upgrade() else {
             return;
         };
+        v.settle_guard();
         let slots: Vec<Arc<Slot>> = v.slots.lock_unpoisoned().clone();
-        for s in slots {
+        for s in &slots {
             if s.stale.load(Ordering::Relaxed) {
                 continue;
             }
-            v.refresh(&s);
+            v.refresh(s);
             let plan = s.view.plan();
             trigger.watch(
                 plan.covers
@@ -330,6 +393,7 @@ fn rescan(views: Weak<Views>) {
                     .filter(|p| plan.bind_of(p).is_some_and(|b| b.writable)),
             );
         }
+        v.publish();
     }
 }
 
