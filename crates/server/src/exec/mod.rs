@@ -246,6 +246,11 @@ impl Executor {
                 return p.clone();
             }
         }
+        // A policy file a tool just planted goes to quarantine before it
+        // can be read (`crate::guard`).
+        if let Some(g) = &self.guard {
+            g.catch_up();
+        }
         let p = self.policy.current();
         *self.policy_checked.lock_unpoisoned() = Some((generation, p.clone()));
         p

@@ -388,10 +388,12 @@ fn error_or_ok(r: &Value) -> String {
 /// default path lies under `{CWD}`: a tool creates it with `rwx: ["/"]`, and
 /// the server loads it on the next call.
 ///
-/// Expected: creating the file fails (EROFS in the filesystem view, whose
-/// empty owner-only placeholder `ollie/` is bound read-only; EACCES where
-/// Landlock carves), no policy file is created, and the next call is
-/// confined as before (a file outside every rule stays unreadable).
+/// Expected: the file does not survive: in the filesystem view the server's
+/// guard moves the tool's `ollie/` to quarantine before the run is reported
+/// ended (and before any policy is read again); where Landlock carves,
+/// creating it fails (EACCES). No placeholder is made on the host, and the
+/// next call is confined as before (a file outside every rule stays
+/// unreadable).
 #[test]
 fn a_tool_cannot_create_the_policy_file_the_server_would_load() {
     let cwd = tempfile::tempdir().expect("cwd");
@@ -410,21 +412,19 @@ fn a_tool_cannot_create_the_policy_file_the_server_would_load() {
     let sh =
         |c: &mut Raw, cmd: &str| call(c, &[("tool", "shell"), ("agent", "a1"), ("command", cmd)]);
     let plant = "mkdir -p ollie && printf 'filesystem:\\n  rwx: [\"/\"]\\n' > ollie/sandbox.yaml";
-    let text = error_text(&sh(&mut c, plant));
-    assert!(refused(&text), "{text}");
+    let _ = sh(&mut c, plant);
     let planted = cfg.join("sandbox.yaml");
     assert!(!planted.exists(), "the tool created {}", planted.display());
-    if cfg.exists() {
-        // The view's placeholder: empty, owner-only.
-        assert_eq!(std::fs::read_dir(&cfg).expect("placeholder").count(), 0);
-        let mode = std::fs::metadata(&cfg)
-            .expect("placeholder")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
-    }
+    assert!(
+        !cfg.exists(),
+        "{} stayed (or a placeholder was made)",
+        cfg.display()
+    );
     let text = error_text(&sh(&mut c, &format!("cat {}", q(&secret))));
-    assert!(text.contains(EACCES), "{text}");
+    assert!(
+        crate::sandbox::refused(&text) && !text.contains("outside-secret"),
+        "{text}"
+    );
 }
 
 /// Attack (issue 14, hole 3): a server whose `--cwd` is `$HOME` (the natural
