@@ -113,6 +113,20 @@ pub fn generated_secret_path(socket: &Path) -> Option<PathBuf> {
     toolsrv_base::userdir::user_dir().map(|d| secret_store::secret_path(&d, socket))
 }
 
+/// The file [`resolve_secret`] takes the secret of `socket` from when neither
+/// `$TOOLSRV_SECRET` nor a `--secret-file` is given: `<socket>.secret` when it
+/// exists, else the socket's file in the per-user secrets directory (whether
+/// or not it exists yet); `<socket>.secret` without a per-user directory.
+/// Which file that is depends on `$XDG_RUNTIME_DIR`, `$XDG_STATE_HOME` and
+/// `$HOME`, so error messages name it.
+pub fn secret_file_path(socket: &Path) -> PathBuf {
+    let legacy = default_secret_path(socket);
+    if legacy.exists() {
+        return legacy;
+    }
+    generated_secret_path(socket).unwrap_or(legacy)
+}
+
 /// The secret in `<socket>.secret` only (no `$TOOLSRV_SECRET`, no
 /// `--secret-file`, no per-user directory), created there if missing: for
 /// sockets whose secret is pinned there, in a private directory, such as a
