@@ -1,5 +1,6 @@
-//! Locating or creating the shared secret (CONTRACT §10, with the secret
-//! moved out of the socket's directory: issue 33).
+//! Locating or creating the shared secret (docs/protocol.md, "Authentication";
+//! docs/client.md, "Where a generated secret lives": moved out of the
+//! socket's directory by issue 33).
 //!
 //! Order: `$TOOLSRV_SECRET`, else the content of the explicit secret file,
 //! else of `<socket>.secret` when it exists (a legacy file, or one pinned
@@ -29,8 +30,8 @@ pub const SECRET_ENV: &str = "TOOLSRV_SECRET";
 /// The server accepts secrets of at most this many bytes.
 pub const MAX_SECRET_LEN: usize = 1024;
 
-/// Resolve the shared secret for `socket` per CONTRACT §10 (see the module
-/// doc for where a generated secret lives).
+/// Resolve the shared secret for `socket` in the order of the module doc
+/// (docs/cli.md, "The client"; where a generated secret lives there too).
 ///
 /// `secret_file` is the `--secret-file` flag; when given it must exist. An
 /// empty `$TOOLSRV_SECRET` counts as unset.
@@ -111,6 +112,20 @@ pub fn has_secret(socket: &Path, secret_file: Option<&Path>) -> bool {
 /// comes from.
 pub fn generated_secret_path(socket: &Path) -> Option<PathBuf> {
     toolsrv_base::userdir::user_dir().map(|d| secret_store::secret_path(&d, socket))
+}
+
+/// The file [`resolve_secret`] takes the secret of `socket` from when neither
+/// `$TOOLSRV_SECRET` nor a `--secret-file` is given: `<socket>.secret` when it
+/// exists, else the socket's file in the per-user secrets directory (whether
+/// or not it exists yet); `<socket>.secret` without a per-user directory.
+/// Which file that is depends on `$XDG_RUNTIME_DIR`, `$XDG_STATE_HOME` and
+/// `$HOME`, so error messages name it.
+pub fn secret_file_path(socket: &Path) -> PathBuf {
+    let legacy = default_secret_path(socket);
+    if legacy.exists() {
+        return legacy;
+    }
+    generated_secret_path(socket).unwrap_or(legacy)
 }
 
 /// The secret in `<socket>.secret` only (no `$TOOLSRV_SECRET`, no

@@ -69,10 +69,11 @@ pub(crate) async fn connect(global: &Global) -> Result<Client> {
 }
 
 /// Where the refused secret came from, in the order the client looks
-/// (`$TOOLSRV_SECRET`, `--secret-file`, `<socket>.secret`), and what to do.
+/// (`$TOOLSRV_SECRET`, `--secret-file`, an existing `<socket>.secret`, the
+/// per-user directory's file), and what to do.
 fn secret_source(global: &Global, socket: &std::path::Path) -> String {
     let env = toolsrv_client::secret::SECRET_ENV;
-    let default = toolsrv_client::secret::default_secret_path(socket);
+    let default = toolsrv_client::secret::secret_file_path(socket);
     if std::env::var_os(env).is_some_and(|v| !v.is_empty()) {
         return format!(
             "the server at {} has another secret than the one in ${env} (set in this environment, it overrides --secret-file and {}): unset ${env}, or set it to the server's secret",
@@ -87,7 +88,7 @@ fn secret_source(global: &Global, socket: &std::path::Path) -> String {
             f.display()
         ),
         None => format!(
-            "the server at {} has another secret than the one in {} (it keeps the first secret a client sends, or the one of its own --secret-file): pass that file with --secret-file, or restart the server",
+            "the server at {} has another secret than the one in {} (it keeps the first secret a client sends, or the one of its own --secret-file; a client run with another $XDG_RUNTIME_DIR or $HOME keeps its secret in another file): pass the file of the server's secret with --secret-file, or restart the server",
             socket.display(),
             default.display()
         ),

@@ -132,6 +132,18 @@ fn path_with_toolsrv() -> String {
     format!("{dir}:/usr/local/bin:/usr/bin:/bin")
 }
 
+/// `cmd` run as the one user the docs' snippets are run as: the server's home
+/// as `$XDG_RUNTIME_DIR` (where the documents' `$XDG_RUNTIME_DIR/toolsrv.sock`
+/// is), so every client this test starts finds the same per-user directory
+/// and in it the same generated secret, as the clients of one login session
+/// do; and none of the test's own `TOOLSRV_*` variables.
+fn as_the_user<'a>(cmd: &'a mut Command, srv: &Server) -> &'a mut Command {
+    cmd.env("XDG_RUNTIME_DIR", srv.home())
+        .env_remove("TOOLSRV_SECRET")
+        .env_remove("TOOLSRV_SOCKET")
+        .env_remove("TOOLSRV_MCP_TOKEN")
+}
+
 /// A `toolsrv mcp --http` bridge on a free loopback port; killed on drop.
 struct Bridge {
     child: Child,
@@ -154,11 +166,10 @@ fn bridge(srv: &Server, agent: &str, token: Option<&str>) -> Bridge {
         .args(["mcp", "--agent", agent, "--load", "shell", "--cwd"])
         .arg(srv.cwd())
         .args(["--http", "127.0.0.1:0"])
-        .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_MCP_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    as_the_user(&mut cmd, srv);
     if let Some(t) = token {
         cmd.env("TOOLSRV_MCP_TOKEN", t);
     }
@@ -203,19 +214,16 @@ fn inspector_if_there() -> Option<PathBuf> {
 /// A shell command of a snippet, run in `dir` with `home` as `$HOME` and the
 /// server's home as `$XDG_RUNTIME_DIR` (where its `toolsrv.sock` is).
 fn sh(cmd: &str, srv: &Server, home: &Path, dir: &Path, client_dir: &Path) -> Output {
-    Command::new("/bin/sh")
+    let mut sh = Command::new("/bin/sh");
+    as_the_user(&mut sh, srv)
         .arg("-c")
         .arg(cmd)
         .current_dir(dir)
         .env("HOME", home)
-        .env("XDG_RUNTIME_DIR", srv.home())
         .env(
             "PATH",
             format!("{}:{}", client_dir.display(), path_with_toolsrv()),
         )
-        .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_SOCKET")
-        .env_remove("TOOLSRV_MCP_TOKEN")
         // No update checks or telemetry: there is no network here, and each
         // would wait out its timeout (10 s per `claude` command).
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
@@ -429,9 +437,9 @@ fn the_codex_config_snippets_parse_and_their_servers_answer() {
                     .iter()
                     .filter_map(Value::as_str)
                     .collect();
-                cmd.args(&args)
-                    .env("PATH", path_with_toolsrv())
-                    .env_remove("TOOLSRV_SECRET");
+                as_the_user(&mut cmd, &srv)
+                    .args(&args)
+                    .env("PATH", path_with_toolsrv());
                 for (k, v) in t["env"].as_object().into_iter().flatten() {
                     cmd.env(k, v.as_str().unwrap_or_default());
                 }

@@ -1,6 +1,6 @@
 //! Messages a new user meets, each saying what happened and what to do:
 //! a hidden file read with `file_read`, a shell's refusal on a protected
-//! path, a bad or empty `--agent`, a wrong `$TOOLSRV_SECRET`, an argument
+//! path, a bad or empty `--agent`, a wrong `$TOOLSRV_SECRET` or generated secret, an argument
 //! that is not UTF-8.
 
 use std::os::unix::ffi::OsStrExt;
@@ -137,12 +137,47 @@ fn a_wrong_toolsrv_secret_says_where_the_secret_came_from() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!(
-            "authentication failed: the server at {} has another secret than the one in $TOOLSRV_SECRET (set in this environment, it overrides --secret-file and {}.secret): unset $TOOLSRV_SECRET",
+            "authentication failed: the server at {} has another secret than the one in $TOOLSRV_SECRET (set in this environment, it overrides --secret-file and {}): unset $TOOLSRV_SECRET",
             srv.socket.display(),
-            srv.socket.display()
+            toolsrv_client::secret::secret_file_path(&srv.socket).display()
         )),
         "{err}"
     );
+}
+
+#[test]
+fn a_wrong_generated_secret_names_its_file_in_the_per_user_directory() {
+    let srv = Server::start(&[]);
+    // The server keeps the first client's secret; a client with another
+    // per-user directory generates another one there.
+    let (code, _, err) = run(&srv, &["info"]);
+    assert_eq!(code, 0, "{err}");
+    let elsewhere = tempfile::tempdir().expect("runtime dir");
+    let o = Command::new(toolsrv_bin())
+        .arg("info")
+        .env("TOOLSRV_SOCKET", &srv.socket)
+        .env("XDG_RUNTIME_DIR", elsewhere.path())
+        .env_remove("TOOLSRV_SECRET")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the CLI");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let file = toolsrv_client::secret::secret_file_path(&srv.socket);
+    let theirs = elsewhere.path().join("toolsrv/secrets").join(
+        file.file_name()
+            .expect("the per-user file of the socket is named by its key"),
+    );
+    assert!(theirs.exists(), "{}: {err}", theirs.display());
+    assert!(
+        err.contains(&format!(
+            "authentication failed: the server at {} has another secret than the one in {} (it keeps the first secret a client sends",
+            srv.socket.display(),
+            theirs.display()
+        )) && err.contains("another $XDG_RUNTIME_DIR or $HOME"),
+        "{err}"
+    );
+    assert!(!err.contains(".sock.secret"), "{err}");
 }
 
 #[test]
