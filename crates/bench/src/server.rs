@@ -144,6 +144,11 @@ impl ServerProcess {
     }
 
     /// The server's OS pid.
+    /// The server's `--cwd` (the tools' workspace).
+    pub fn cwd(&self) -> &Path {
+        self.server.cwd()
+    }
+
     pub fn pid(&self) -> u32 {
         self.server.pid()
     }

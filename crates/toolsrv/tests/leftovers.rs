@@ -107,10 +107,10 @@ fn commondir_and_config_worktree_redirect_nothing() {
     let m = Marker::new();
     let mut s = Session::no_auth(Launch::new().cwd(&cwd));
     let script = format!(
-        "mkdir .git/cd2 && cp -a .git/HEAD .git/config .git/objects .git/refs .git/hooks .git/cd2/ && \
-         printf '[core]\\n\\tfsmonitor = \"%s\"\\n' {mark} >> .git/cd2/config && \
-         printf '#!/bin/sh\\n%s\\n' {mark} > .git/cd2/hooks/pre-commit && chmod +x .git/cd2/hooks/pre-commit && \
-         echo cd2 > .git/commondir && \
+        "mkdir .git/cd2; cp -a .git/HEAD .git/config .git/objects .git/refs .git/hooks .git/cd2/; \
+         printf '[core]\\n\\tfsmonitor = \"%s\"\\n' {mark} >> .git/cd2/config; \
+         printf '#!/bin/sh\\n%s\\n' {mark} > .git/cd2/hooks/pre-commit; chmod +x .git/cd2/hooks/pre-commit; \
+         echo cd2 > .git/commondir; \
          printf '[core]\\n\\tfsmonitor = \"%s\"\\n' {mark} > .git/config.worktree; echo done",
         mark = q(Path::new(&m.cmd()))
     );
@@ -377,4 +377,44 @@ fn walk(p: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// High (issue 34): the human's `core.hooksPath` names a directory of the
+/// work tree (husky's `.husky/_`), an ordinary workspace directory a tool
+/// may write; and the human's config includes a file of the workspace.
+/// A hook a tool writes there, or a key it adds to the included file, must
+/// not run at the human's next commit.
+#[test]
+fn the_humans_hooks_path_and_included_config_in_the_workspace_run_nothing_a_tool_wrote() {
+    let (_c, cwd) = tmp();
+    human_repo(&cwd);
+    std::fs::create_dir_all(cwd.join(".husky/_")).expect("husky");
+    std::fs::write(cwd.join("team.gitconfig"), "[user]\n\tname = team\n").expect("include");
+    for args in [
+        &["config", "core.hooksPath", ".husky/_"][..],
+        &["config", "include.path", "../team.gitconfig"],
+    ] {
+        assert!(human_git(&cwd, args).status.success());
+    }
+    let m = Marker::new();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd));
+    s.ok("true");
+    let hook = format!("#!/bin/sh\\n{}\\n", m.cmd().replace('\'', "'\\''"));
+    let (_, text) = s.sh(&format!(
+        "printf '{hook}' > .husky/_/pre-commit; chmod +x .husky/_/pre-commit; \
+         printf '[core]\\n\\tfsmonitor = \"%s\"\\n' {} >> team.gitconfig; echo done",
+        q(Path::new(&m.cmd()))
+    ));
+    assert!(text.contains("done"), "{text}");
+    assert!(!cwd.join(".husky/_/pre-commit").exists(), "{text}");
+    let inc = std::fs::read_to_string(cwd.join("team.gitconfig")).expect("include");
+    assert!(
+        !inc.contains("fsmonitor") && inc.contains("name = team"),
+        "{inc}\n{text}"
+    );
+    std::fs::write(cwd.join("c.txt"), "c\n").expect("c");
+    human_git(&cwd, &["add", "c.txt"]);
+    let o = human_git(&cwd, &["commit", "-q", "-m", "third"]);
+    assert!(o.status.success(), "{o:?}");
+    m.assert_absent("git commit with the human's hooksPath and include in the workspace");
 }

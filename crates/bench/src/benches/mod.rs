@@ -10,6 +10,7 @@ pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
 pub mod fixtures;
+pub mod guard;
 pub mod load;
 pub mod mcp;
 pub mod remote;
@@ -81,6 +82,11 @@ pub const ALL: &[Bench] = &[
         name: "watch",
         about: "create -> event received (tools namespace, fanotify) and create -> quarantined, p50/p99, vs inotify",
         run: watch::run,
+    },
+    Bench {
+        name: "guard",
+        about: "a sandboxed tool's creation of a protected path -> gone (the server's guard), p50/p99, vs the tool's own create + unlink",
+        run: guard::run,
     },
     Bench {
         name: "load",

@@ -21,18 +21,63 @@ pub(super) const REDIRECTS: &[&str] = &["commondir", "config.worktree"];
 /// worktrees, submodules), each with its own config and hooks.
 pub(super) const NESTED: &[&str] = &["worktrees", "modules"];
 
-/// What the guard knows of one Git directory.
+/// A config file git reads that the guard keeps: a repository's `config`,
+/// or a file the human's config includes that lies where tools write.
 #[derive(Debug, Default)]
-pub(super) struct Repo {
-    /// `config` as last seen clean (`None`: there was none).
+pub(super) struct Watched {
+    /// The Git directory whose git reads it.
+    pub(super) git_dir: PathBuf,
+    /// The file as last seen clean (`None`: there was none).
     pub(super) baseline: Option<Vec<u8>>,
-    /// The version of `config` the baseline is (device, inode, size,
-    /// mtime, ctime), to tell a change at a rescan.
+    /// The version the baseline is, to tell a change at a rescan.
     pub(super) stamp: Option<Stamp>,
     /// A change seen at a rescan that adds a key that runs something, and
     /// no tool's event for it yet: adopted (the human's) if it is still
     /// there at the next rescan.
     pub(super) suspect: Option<Stamp>,
+}
+
+/// What the human's `config` (its baseline) makes git read or run from
+/// outside the Git directory: the hooks directory `core.hooksPath` names,
+/// and the files `include.path` / `includeIf.*.path` name (absolute;
+/// `~` and unreadable values left out).
+pub(super) fn outside_reads(config: &[u8], config_file: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let parsed = toolsrv_gitguard::Config::parse(config).unwrap_or_else(|e| e.partial);
+    let git_dir = config_file.parent().unwrap_or(config_file);
+    let work_tree = git_dir.parent().unwrap_or(git_dir);
+    let (mut hooks, mut includes) = (Vec::new(), Vec::new());
+    for e in parsed.entries() {
+        let Some(v) = e
+            .value
+            .as_deref()
+            .filter(|v| !v.is_empty() && !v.starts_with('~'))
+        else {
+            continue;
+        };
+        let (section, key) = (e.section.to_ascii_lowercase(), e.key.to_ascii_lowercase());
+        let v = Path::new(v);
+        if section == "core" && key == "hookspath" {
+            hooks.push(lexical(&work_tree.join(v)));
+        } else if (section == "include" || section == "includeif") && key == "path" {
+            includes.push(lexical(&git_dir.join(v)));
+        }
+    }
+    (hooks, includes)
+}
+
+/// `p` with `.` and `..` taken out lexically.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A file's version.
@@ -190,19 +235,23 @@ fn without_lines(text: &[u8], findings: &[Finding]) -> Option<Vec<u8>> {
     )
 }
 
-/// Replaces `git_dir/config` by `bytes` (same owner and mode), atomically;
-/// the tool's version is kept under `git_dir/config.toolsrv-<n>` for the
+/// Replaces the file `path` by `bytes` (same owner and mode), atomically;
+/// the tool's version is kept beside it under `<name>.toolsrv-<n>` for the
 /// caller to quarantine, whose path is returned (`None`: there was none).
-pub(super) fn replace_config(git_dir: &Path, bytes: &[u8]) -> std::io::Result<Option<PathBuf>> {
-    let dir = toolsrv_sandbox::open::open_no_symlinks(git_dir)?;
+pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<Option<PathBuf>> {
+    let parent = path.parent().ok_or_else(|| einval(path))?;
+    let name = path.file_name().ok_or_else(|| einval(path))?;
+    let dir = toolsrv_sandbox::open::open_no_symlinks(parent)?;
     let dir = openat(dir.as_fd(), b".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    let meta = std::fs::symlink_metadata(git_dir.join("config")).ok();
+    let meta = std::fs::symlink_metadata(path).ok();
     let n = std::process::id();
-    let tmp = format!("config.toolsrv-new-{n}");
-    let kept = format!("config.toolsrv-{n}-{}", unique());
+    let mut tmp = name.as_bytes().to_vec();
+    tmp.extend_from_slice(format!(".toolsrv-new-{n}").as_bytes());
+    let mut kept = name.as_bytes().to_vec();
+    kept.extend_from_slice(format!(".toolsrv-{n}-{}", unique()).as_bytes());
     let f = openat(
         dir.as_fd(),
-        tmp.as_bytes(),
+        &tmp,
         libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
         0o644,
     )?;
@@ -218,12 +267,12 @@ pub(super) fn replace_config(git_dir: &Path, bytes: &[u8]) -> std::io::Result<Op
     drop(f);
     let kept_path = match meta {
         Some(_) => {
-            linkat(dir.as_fd(), b"config", kept.as_bytes())?;
-            Some(git_dir.join(&kept))
+            linkat(dir.as_fd(), name.as_bytes(), &kept)?;
+            Some(parent.join(std::ffi::OsStr::from_bytes(&kept)))
         }
         None => None,
     };
-    renameat(dir.as_fd(), tmp.as_bytes(), b"config")?;
+    renameat(dir.as_fd(), &tmp, name.as_bytes())?;
     Ok(kept_path)
 }
 
