@@ -997,3 +997,22 @@ fn other_connections_are_answered_while_a_view_is_built() {
     assert_eq!(out(&r), (false, "ran\n".to_string()), "{r}");
     assert_eq!(views_built(&srv), 2, "{}", srv.log_text());
 }
+
+/// Issue 35, item 11: a program that writes its own dot entry in `$HOME`
+/// (nyc's `~/.node-spawn-wrap-<pid>`) is refused there under the built-in
+/// policy, and works with `HOME=$TMPDIR` (docs/sandbox-policy.md, "Programs
+/// that write dotfiles in a read-only `$HOME`"); the human's home is
+/// untouched either way.
+#[test]
+fn a_program_writing_dotfiles_in_home_works_with_home_in_the_private_tmpdir() {
+    let (_h, h) = tmp();
+    let (_c, cwd) = tmp();
+    let hs = h.display().to_string();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd).env("HOME", &hs));
+    s.refused("echo x > ~/.node-spawn-wrap-1");
+    assert_eq!(
+        s.ok("HOME=$TMPDIR; echo x > ~/.node-spawn-wrap-1 && cat ~/.node-spawn-wrap-1"),
+        "x\n"
+    );
+    assert!(!h.join(".node-spawn-wrap-1").exists());
+}
