@@ -101,6 +101,10 @@ struct Inner {
     changed: Condvar,
     /// The live reader's generation (0: none).
     live: AtomicU64,
+    /// Messages of the reader this process started and finished handling
+    /// (`quiet`): counted from before the `recv` to after the sink ran.
+    taking: AtomicU64,
+    taken: AtomicU64,
     /// Written to wake the monitor (to stop).
     wake: OwnedFd,
     monitor: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -116,6 +120,8 @@ struct Current {
     ns_inode: u64,
     /// The server's end of the control socket.
     ctl: Arc<OwnedFd>,
+    /// The counters the reader shares (`quiet`).
+    shared: Arc<sys::SharedPage>,
 }
 
 #[derive(Default)]
@@ -147,6 +153,8 @@ impl ToolsPidNs {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             live: AtomicU64::new(0),
+            taking: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
             wake: wake_w,
             monitor: Mutex::new(None),
         });
@@ -323,6 +331,30 @@ impl ToolsPidNs {
 
     /// Returns once every event queued in the group before the call has been
     /// handed to the sink (or `limit` passed, or the reader died: an error).
+    /// Whether nothing the group `group` queued is still on its way to the
+    /// sink, told without asking the reader: the group has nothing queued,
+    /// the reader is not forwarding a batch, the control socket holds no
+    /// message and none is being handled here. Checked in that order, the
+    /// order events travel, so an event is caught wherever it is. Two
+    /// `ioctl`s; `false` when it cannot be told.
+    pub(crate) fn quiet(&self, group: std::os::fd::BorrowedFd<'_>) -> bool {
+        let st = self.inner.state.lock_unpoisoned();
+        let Some(cur) = &st.current else {
+            return false;
+        };
+        if sys::queued(group.as_raw_fd()).map_or(true, |n| n > 0) {
+            return false;
+        }
+        let (started, finished) = cur.shared.counters();
+        if started.load(Ordering::SeqCst) != finished.load(Ordering::SeqCst) {
+            return false;
+        }
+        if sys::queued(cur.ctl.as_raw_fd()).map_or(true, |n| n > 0) {
+            return false;
+        }
+        self.inner.taking.load(Ordering::SeqCst) == self.inner.taken.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn flush(&self, limit: Duration) -> io::Result<()> {
         let deadline = Instant::now() + limit;
         let mut st = self.inner.state.lock_unpoisoned();
@@ -434,12 +466,14 @@ fn spawn_reader() -> Result<Current, PidNsError> {
     let (server, reader) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
     let mut read_buf = vec![0u8; EVENTS_MAX];
     let mut msg_buf = vec![0u8; HEAD + EVENTS_MAX];
+    let shared = Arc::new(sys::SharedPage::new().map_err(io_err("mmap"))?);
     let args = crate::reader::ReaderArgs {
         ctl: reader.as_raw_fd(),
         read_buf: read_buf.as_mut_ptr(),
         read_len: read_buf.len(),
         msg_buf: msg_buf.as_mut_ptr(),
         msg_len: msg_buf.len(),
+        shared: shared.as_ptr(),
     };
     // Safety: the child runs `reader::main` alone, which makes only
     // reader-safe calls on the buffers above (its own copies).
@@ -488,6 +522,7 @@ fn spawn_reader() -> Result<Current, PidNsError> {
         ns: Arc::new(ns),
         ns_inode,
         ctl: Arc::new(server),
+        shared,
     })
 }
 
@@ -664,6 +699,15 @@ enum Ended {
     NoReader,
 }
 
+/// Counts a message as handled when dropped.
+struct Taken<'a>(&'a AtomicU64);
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Reads the reader's messages until it dies or the namespace stops.
 fn serve(inner: &std::sync::Weak<Inner>, ctl: &OwnedFd, wake: &OwnedFd) -> Ended {
     let mut buf = vec![0u8; HEAD + EVENTS_MAX];
@@ -696,6 +740,13 @@ fn serve(inner: &std::sync::Weak<Inner>, ctl: &OwnedFd, wake: &OwnedFd) -> Ended
         if fds[0].revents == 0 {
             continue;
         }
+        let Some(me) = inner.upgrade() else {
+            return Ended::Stop;
+        };
+        // Counted from before the receive (the message is still queued on
+        // the socket until then) to after it was handed on: `quiet`.
+        me.taking.fetch_add(1, Ordering::SeqCst);
+        let _taken = Taken(&me.taken);
         let (n, fd) = match sys::recv(ctl.as_raw_fd(), &mut buf) {
             Ok((0, _)) | Err(_) => return Ended::Dead,
             Ok(got) => got,
@@ -703,9 +754,6 @@ fn serve(inner: &std::sync::Weak<Inner>, ctl: &OwnedFd, wake: &OwnedFd) -> Ended
         if let Some(fd) = fd {
             sys::close(fd);
         }
-        let Some(me) = inner.upgrade() else {
-            return Ended::Stop;
-        };
         let m = &buf[..n];
         if m.len() < HEAD {
             continue;

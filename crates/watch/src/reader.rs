@@ -36,6 +36,9 @@ pub(crate) struct ReaderArgs {
     /// Buffer for the messages to the server (`HEAD + EVENTS_MAX` bytes).
     pub(crate) msg_buf: *mut u8,
     pub(crate) msg_len: usize,
+    /// The page shared with the server (`sys::SharedPage`): batches of
+    /// the group started and finished.
+    pub(crate) shared: *mut u64,
 }
 
 /// The reader's state.
@@ -45,6 +48,8 @@ struct Reader<'a> {
     others: bool,
     read: &'a mut [u8],
     msg: &'a mut [u8],
+    started: &'a std::sync::atomic::AtomicU64,
+    finished: &'a std::sync::atomic::AtomicU64,
 }
 
 /// The reader's life. Never returns.
@@ -76,12 +81,20 @@ pub(crate) unsafe fn main(args: &ReaderArgs) -> ! {
             std::slice::from_raw_parts_mut(args.msg_buf, args.msg_len),
         )
     };
+    // Safety: the parent mapped the page shared and keeps it while this
+    // reader lives; it holds two u64 counters, aligned.
+    let (started, finished) = unsafe {
+        let p = args.shared as *const std::sync::atomic::AtomicU64;
+        (&*p, &*p.add(1))
+    };
     let mut r = Reader {
         ctl,
         group: -1,
         others: false,
         read,
         msg,
+        started,
+        finished,
     };
     let mut ready = [0u8; HEAD];
     ready[0] = FROM_READER_READY;
@@ -158,10 +171,20 @@ impl Reader<'_> {
     }
 
     /// Reads the group until nothing is queued, forwarding what passes.
+    ///
+    /// The shared counters say a batch is on its way from its first read to
+    /// its last send (the server reads them instead of asking, `quiet`).
     fn drain(&mut self, unknown: bool) {
         if self.group < 0 {
             return;
         }
+        let n = self.started.load(std::sync::atomic::Ordering::SeqCst) + 1;
+        self.started.store(n, std::sync::atomic::Ordering::SeqCst);
+        self.forward(unknown);
+        self.finished.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn forward(&mut self, unknown: bool) {
         let mut out = HEAD;
         loop {
             let got = match sys::read(self.group, self.read) {

@@ -676,3 +676,73 @@ pub(crate) fn privileged() -> bool {
         .is_some_and(|eff| eff & (1 << 21) != 0);
     in_initial && has_cap
 }
+
+/// How many bytes are queued to read on `fd` (`FIONREAD`: a fanotify
+/// group's queued events, a socket's queued data).
+pub(crate) fn queued(fd: RawFd) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // Safety: FIONREAD writes one int to the pointer given.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
+
+/// A page shared with the reader across its `clone` (`MAP_SHARED`): two
+/// counters of the batches it started and finished forwarding, so the
+/// server can tell that nothing read from the group is still on its way
+/// without asking.
+pub(crate) struct SharedPage {
+    ptr: *mut libc::c_void,
+}
+
+// Safety: the page holds only atomics, and is unmapped once, on drop.
+unsafe impl Send for SharedPage {}
+// Safety: as above.
+unsafe impl Sync for SharedPage {}
+
+impl SharedPage {
+    /// A new zeroed page.
+    pub(crate) fn new() -> io::Result<SharedPage> {
+        // Safety: a fresh anonymous mapping, checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedPage { ptr })
+    }
+
+    /// The counters: batches started, batches finished.
+    pub(crate) fn counters(
+        &self,
+    ) -> (&std::sync::atomic::AtomicU64, &std::sync::atomic::AtomicU64) {
+        // Safety: the page is mapped, zeroed, aligned to a page, and lives
+        // as long as `self`; AtomicU64 has the layout of u64.
+        unsafe {
+            let p = self.ptr as *const std::sync::atomic::AtomicU64;
+            (&*p, &*p.add(1))
+        }
+    }
+
+    /// The raw address, for the reader's arguments.
+    pub(crate) fn as_ptr(&self) -> *mut u64 {
+        self.ptr as *mut u64
+    }
+}
+
+impl Drop for SharedPage {
+    fn drop(&mut self) {
+        // Safety: mapped by `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr, 4096) };
+    }
+}

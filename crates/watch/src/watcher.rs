@@ -232,6 +232,30 @@ impl Events {
         }
     }
 
+    /// Waits up to `limit` until an event is queued, without taking it
+    /// (blocking): whether one is. A consumer that must not be seen idle
+    /// while it holds an event it took waits with this, then takes events
+    /// under its own lock.
+    pub fn wait(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut g = self.q.items.lock_unpoisoned();
+        loop {
+            if !g.0.is_empty() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.q.closed.load(Ordering::Acquire) {
+                return false;
+            }
+            g = self
+                .q
+                .ready
+                .wait_timeout(g, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
     /// The next event (async); `None` once the watcher is gone.
     pub async fn recv(&self) -> Option<Event> {
         loop {
@@ -269,6 +293,9 @@ struct Inner {
     unresolved: AtomicU64,
     /// Without a namespace: the thread reading the group, woken by `wake`.
     direct: Option<Direct>,
+    /// That thread's reads of the group started and finished (`quiet`).
+    taking: AtomicU64,
+    taken: AtomicU64,
 }
 
 /// The thread that reads the group itself (no tools namespace).
@@ -340,6 +367,8 @@ impl Watcher {
             others: AtomicBool::new(false),
             unresolved: AtomicU64::new(0),
             direct,
+            taking: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
         });
         match (&ns, wake_r) {
             (Some(ns), _) => {
@@ -508,6 +537,23 @@ impl Watcher {
                 .unwrap_or_else(|p| p.into_inner().0);
         }
         Ok(())
+    }
+
+    /// Whether every event of a change made before the call has already
+    /// been delivered to the subscribers, told without a round trip (one or
+    /// two `ioctl`s and a few atomic loads): when it is, [`Watcher::sync`]
+    /// is not needed. `false` when it cannot be told.
+    pub fn quiet(&self) -> bool {
+        if let Some(ns) = &self.inner.ns {
+            return ns.quiet(self.inner.group.as_fd());
+        }
+        if self.inner.direct.is_none() {
+            return true;
+        }
+        if sys::queued(self.inner.group.as_raw_fd()).map_or(true, |n| n > 0) {
+            return false;
+        }
+        self.inner.taking.load(Ordering::SeqCst) == self.inner.taken.load(Ordering::SeqCst)
     }
 
     /// How many events were dropped because their directory could not be
@@ -710,6 +756,9 @@ fn read_directly(inner: Weak<Inner>, group: Arc<OwnedFd>, wake: OwnedFd) {
         } else {
             None
         };
+        // Counted from before the first read (what is not read yet is
+        // still queued in the group) to after the last delivery: `quiet`.
+        me.taking.fetch_add(1, Ordering::SeqCst);
         loop {
             match sys::read(group.as_raw_fd(), &mut buf) {
                 Ok(0) => break,
@@ -718,6 +767,7 @@ fn read_directly(inner: Weak<Inner>, group: Arc<OwnedFd>, wake: OwnedFd) {
                 Err(_) => break,
             }
         }
+        me.taken.fetch_add(1, Ordering::SeqCst);
         if let Some(seq) = asked {
             let mut g = d.flush.lock_unpoisoned();
             g.1 = g.1.max(seq);

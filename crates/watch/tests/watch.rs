@@ -483,3 +483,37 @@ fn a_creation_through_a_bind_mount_in_another_mount_namespace_is_named_here() {
     assert!(dir.join("real/through-the-view").exists());
     assert!(!dir.join("mnt/through-the-view").exists());
 }
+
+/// `Watcher::quiet` (what a run's end checks instead of a flush): once a
+/// tool's creation returned, either its event has been delivered or the
+/// watcher is not quiet. Each round a tool makes a file and the test looks
+/// at once; a `quiet` that said so with the event still on its way (in the
+/// group, the reader, the socket or the delivering thread) fails the round.
+/// Both answers are counted: a `quiet` that is never true would be useless
+/// (every run would pay the flush), so at least one round must find it so.
+#[test]
+fn quiet_is_never_said_while_an_event_is_on_its_way() {
+    let (ns, w, events, _d, dir) = setup();
+    let (mut quiet, mut busy) = (0, 0);
+    for i in 0..200 {
+        tool(&ns, &dir, &format!(": > f{i}"));
+        let name = format!("f{i}");
+        if w.quiet() {
+            quiet += 1;
+            let mut seen = false;
+            while let Some(e) = events.try_recv() {
+                seen |= e.name == std::ffi::OsStr::new(&name);
+            }
+            assert!(
+                seen,
+                "round {i}: quiet, but the event of {name} was not delivered"
+            );
+        } else {
+            busy += 1;
+            let got = drain(&w, &events, &dir);
+            assert!(find(&got, EventKind::Created, &name).is_some(), "round {i}");
+        }
+    }
+    eprintln!("quiet {quiet}, not yet {busy} of 200");
+    assert!(quiet > 0, "quiet was never true");
+}

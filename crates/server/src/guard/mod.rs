@@ -142,8 +142,11 @@ impl Guard {
 
     /// Brings the events up to date and acts on each.
     pub(crate) fn catch_up(&self) {
-        if let Err(e) = self.watcher().sync(SETTLE_LIMIT) {
-            tracing::warn!(error = %e, "guard: cannot bring the watcher's events up to date; acting on those delivered");
+        // Most runs end with nothing on its way: no round trip then.
+        if !self.watcher().quiet() {
+            if let Err(e) = self.watcher().sync(SETTLE_LIMIT) {
+                tracing::warn!(error = %e, "guard: cannot bring the watcher's events up to date; acting on those delivered");
+            }
         }
         let mut st = self.state.lock_unpoisoned();
         while let Some(ev) = self.events.try_recv() {
@@ -235,11 +238,14 @@ impl Guard {
 fn serve(guard: Weak<Guard>) {
     loop {
         let Some(g) = guard.upgrade() else { return };
-        let Some(ev) = g.events.recv_timeout(Duration::from_millis(500)) else {
+        // Events are taken under the state's lock only, so that a run's
+        // `settle` never finds the queue empty while one is being handled.
+        // (The watcher lives as long as the guard: its queue never closes
+        // under it.)
+        if !g.events.wait(Duration::from_millis(500)) {
             continue;
-        };
+        }
         let mut st = g.state.lock_unpoisoned();
-        g.handle(&mut st, ev);
         while let Some(ev) = g.events.try_recv() {
             g.handle(&mut st, ev);
         }
