@@ -418,3 +418,73 @@ fn the_humans_hooks_path_and_included_config_in_the_workspace_run_nothing_a_tool
     assert!(o.status.success(), "{o:?}");
     m.assert_absent("git commit with the human's hooksPath and include in the workspace");
 }
+
+/// High (issue 34): with `--cwd $HOME`, what the human's programs execute
+/// or read their configuration from, written by a tool where it did not
+/// exist yet: `~/.gitconfig` (`core.pager`), `~/.bash_aliases`, a user
+/// service, an autostart entry, `~/.local/bin/git`, `~/.cargo/config.toml`
+/// (`rustc-wrapper`), `~/.vimrc`, `~/bin/git`. On 8877a1f each stayed.
+/// Expected: each is in quarantine when the run is reported ended; an
+/// ordinary file and directory the tool makes stay.
+#[test]
+fn a_writable_home_keeps_nothing_a_tool_adds_for_the_humans_programs() {
+    let (_h, home) = tmp();
+    std::fs::write(home.join("notes.txt"), "n\n").expect("notes");
+    let hs = home.display().to_string();
+    let mut s = Session::no_auth(Launch::new().cwd(&home).env("HOME", &hs));
+    let (_, text) = s.sh(
+        "printf '[core]\\n\\tpager = evil\\n' > .gitconfig; echo 'alias ls=evil' > .bash_aliases; \
+         mkdir -p .config/systemd/user && echo x > .config/systemd/user/x.service; \
+         mkdir -p .config/autostart; echo x > .config/autostart/x.desktop; \
+         mkdir -p .local/bin && echo evil > .local/bin/git; \
+         mkdir -p .cargo && echo 'build.rustc-wrapper = \"evil\"' > .cargo/config.toml; \
+         echo '!evil' > .vimrc; mkdir -p bin && echo evil > bin/git; \
+         echo mine > mine.txt && mkdir -p work && echo w > work/w.txt; echo done",
+    );
+    assert!(text.contains("done"), "{text}");
+    for p in [
+        ".gitconfig",
+        ".bash_aliases",
+        ".config",
+        ".local",
+        ".cargo",
+        ".vimrc",
+        "bin",
+    ] {
+        assert!(!home.join(p).exists(), "{p} stayed: {text}");
+    }
+    assert!(home.join("mine.txt").exists() && home.join("work/w.txt").exists());
+    let q = quarantined(&s.srv.socket);
+    for p in [".gitconfig", ".config", "bin"] {
+        assert!(q.contains(&home.join(p)), "{p} not in quarantine: {q:?}");
+    }
+}
+
+/// Found by the `guard` bench: a tool that makes `.mcp.json` over and over
+/// (each time waiting until it is gone) raced the view's rescan, which
+/// protected one in place before the guard moved it and then dropped the
+/// path from what the guard watched for (it existed): the next one stayed.
+/// Expected: every one of 1,000 is gone within 5 s (each is, in well under
+/// a millisecond as a rule), across several rescans.
+#[test]
+fn a_tool_that_keeps_making_a_protected_path_never_keeps_one() {
+    let (_c, cwd) = tmp();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd));
+    let script = r#"python3 - <<'PY'
+import os, time, sys
+for i in range(1000):
+    open(".mcp.json", "w").close()
+    t0 = time.monotonic()
+    while os.path.lexists(".mcp.json"):
+        if time.monotonic() - t0 > 5:
+            print("stuck at", i); sys.exit(1)
+print("all gone")
+PY"#;
+    let (_, text) = s.sh(script);
+    assert!(
+        text.contains("all gone"),
+        "{}",
+        &text[text.len().saturating_sub(400)..]
+    );
+    assert!(!cwd.join(".mcp.json").exists());
+}

@@ -62,7 +62,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         srv.cwd().display()
     );
     let rt = runtime(crate::args::Flavour::CurrentThread)?;
-    let text = rt.block_on(async {
+    let ran = rt.block_on(async {
         let c = connect(&srv, false, AGENT, &["shell"]).await?;
         let script = SCRIPT.replace("@ITERS@", &iters.to_string());
         let req = CallRequest::new("shell", AGENT).arg("command", script);
@@ -75,9 +75,27 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 _ => None,
             })
             .collect();
-        ensure!(!r.is_error, "the tool failed: {text}");
+        ensure!(
+            !r.is_error,
+            "the tool failed: {}",
+            text.lines()
+                .rev()
+                .find(|l| !l.starts_with("[toolsrv"))
+                .unwrap_or_default()
+        );
         Ok::<_, anyhow::Error>(text)
-    })?;
+    });
+    let text = match ran {
+        Ok(t) => t,
+        Err(e) => {
+            let log = srv.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            for l in tail.iter().rev() {
+                eprintln!("  log: {l}");
+            }
+            return Err(e);
+        }
+    };
     let (mut guard, mut plain) = (Vec::new(), Vec::new());
     for line in text.lines() {
         let mut w = line.split_whitespace();

@@ -50,6 +50,8 @@ use crate::watch::Watch;
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 /// Denials are kept this long for the runs that end after them.
 const DENIALS_KEPT: Duration = Duration::from_secs(600);
+/// At most this many denial lines end a run's result (then a count).
+const LINES_PER_RUN: usize = 8;
 /// At most this many denials are kept.
 const DENIALS_MAX: usize = 256;
 
@@ -133,11 +135,24 @@ impl Guard {
         self.catch_up();
         self.active.fetch_sub(1, Ordering::AcqRel);
         let st = self.state.lock_unpoisoned();
-        st.denials
-            .iter()
-            .filter(|(t, _)| *t >= run.since)
-            .map(|(_, d)| d.clone())
-            .collect()
+        let mut lines: Vec<String> = Vec::new();
+        let mut more = 0;
+        for (_, d) in st.denials.iter().filter(|(t, _)| *t >= run.since) {
+            if lines.contains(d) {
+                continue;
+            }
+            if lines.len() < LINES_PER_RUN {
+                lines.push(d.clone());
+            } else {
+                more += 1;
+            }
+        }
+        if more > 0 {
+            lines.push(format!(
+                "[toolsrv: and {more} more of the same kind: the server's log lists each (\"guard:\")]"
+            ));
+        }
+        lines
     }
 
     /// Brings the events up to date and acts on each.

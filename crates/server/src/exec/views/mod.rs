@@ -294,7 +294,23 @@ impl Views {
                 .filter(|b| b.writable && b.dir && b.layer.is_none())
                 .map(|b| b.path.clone())
                 .collect(),
-            creatable: plan.creatable.iter().cloned().collect(),
+            // Every protected path in a writable bind, missing or not: one
+            // that exists now may be gone later (the human removed it, or
+            // the guard moved a tool's), and a tool's new one must not stay
+            // whatever the plan of the moment says.
+            creatable: plan
+                .creatable
+                .iter()
+                .cloned()
+                .chain(
+                    slot.view
+                        .protected()
+                        .entries
+                        .iter()
+                        .map(|e| e.path.clone())
+                        .filter(|p| plan.bind_of(p).is_some_and(|b| b.writable && b.path != *p)),
+                )
+                .collect(),
             homes: home
                 .filter(|h| plan.bind_of(h).is_some_and(|b| b.writable))
                 .into_iter()
