@@ -279,13 +279,19 @@ fn a_killed_reader_takes_the_namespace_with_it_and_a_new_one_is_made() {
     let inode = ns.inode().expect("inode");
     tool(&ns, &dir, "setsid sleep 300 </dev/null >/dev/null 2>&1 &");
     assert!(wait_until(WAIT, || in_namespace(inode).len() == 2));
-    // A thread that joined the first namespace.
+    // These, not whatever is in a namespace of that inode later: the
+    // kernel hands a dead namespace's inode number to the next one made
+    // (other tests make some meanwhile).
+    let members = in_namespace(inode);
+    // A thread that joined the first namespace (before its init is killed).
     let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let ns2 = ns.clone();
     let dir2 = dir.clone();
     let joined = std::thread::spawn(move || {
         ns2.enter_for_children().expect("enter");
+        entered_tx.send(()).expect("entered");
         rx.recv().expect("go");
         // Its namespace is dead: fork fails with ENOMEM until it joins the new one.
         let first_try = Command::new("/bin/true").status();
@@ -299,12 +305,20 @@ fn a_killed_reader_takes_the_namespace_with_it_and_a_new_one_is_made() {
             .expect("spawn after revive");
         done_tx.send((enomem, revived, st.success())).expect("send");
     });
+    entered_rx.recv_timeout(WAIT).expect("the thread joined");
     // Safety: kill(2) of the reader this test made.
     assert_eq!(unsafe { libc::kill(first, libc::SIGKILL) }, 0);
+    let alive = || {
+        members
+            .iter()
+            .copied()
+            .filter(|p| in_namespace(inode).contains(p))
+            .collect::<Vec<i32>>()
+    };
     assert!(
-        wait_until(WAIT, || in_namespace(inode).is_empty()),
+        wait_until(WAIT, || alive().is_empty()),
         "the namespace outlived its init: {:?}",
-        in_namespace(inode)
+        alive()
     );
     assert!(wait_until(WAIT, || ns
         .reader_pid()
