@@ -177,6 +177,28 @@ pub fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
     walk(dir, rel, true)
 }
 
+/// Opens `rel` beneath `dir` as an `O_PATH` descriptor, following no
+/// symbolic link at all (`ELOOP` on the first one) and never leaving `dir`.
+pub fn open_beneath_no_symlinks(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    if try_openat2() {
+        let how = OpenHow {
+            flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        let target = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        match sys::openat2(dir, &c_path(target)?, &how) {
+            Err(e) if no_openat2(&e) => openat2_refused(),
+            other => return other,
+        }
+    }
+    walk(dir, rel, false)
+}
+
 /// The walk of [`walk_beneath`]; `follow: false` refuses every symbolic link
 /// (`ELOOP`).
 fn walk(dir: BorrowedFd<'_>, rel: &Path, follow: bool) -> io::Result<OwnedFd> {
