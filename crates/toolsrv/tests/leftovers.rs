@@ -488,3 +488,40 @@ PY"#;
     );
     assert!(!cwd.join(".mcp.json").exists());
 }
+
+/// A tool's new repository whose `hooks` is a symbolic link to a workspace
+/// directory holding a `post-commit`: git follows the link. Expected: the
+/// link is in quarantine and the human's commit there runs nothing.
+#[test]
+fn a_hooks_link_in_a_tools_repository_runs_nothing() {
+    let (_c, cwd) = tmp();
+    let m = Marker::new();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd));
+    let hook = format!("#!/bin/sh\\n{}\\n", m.cmd().replace('\'', "'\\''"));
+    let (_, text) = s.sh(&format!(
+        "git init -q r && rm -rf r/.git/hooks; mkdir -p hk && printf '{hook}' > hk/post-commit && chmod +x hk/post-commit; \
+         ln -s ../../hk r/.git/hooks; echo made"
+    ));
+    assert!(text.contains("made"), "{text}");
+    assert!(
+        std::fs::symlink_metadata(cwd.join("r/.git/hooks")).is_err(),
+        "{text}"
+    );
+    std::fs::write(cwd.join("r/f"), "f\n").expect("f");
+    human_git(&cwd.join("r"), &["add", "f"]);
+    let o = human_git(
+        &cwd.join("r"),
+        &[
+            "-c",
+            "user.email=h@example.com",
+            "-c",
+            "user.name=h",
+            "commit",
+            "-q",
+            "-m",
+            "x",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    m.assert_absent("git commit in a repository whose hooks is a link");
+}
