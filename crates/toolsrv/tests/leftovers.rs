@@ -28,6 +28,28 @@ fn human_git(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("git")
 }
 
+/// The human adds a new file `name` in the repository at `dir` and commits
+/// it (as an identity of its own); the commit must succeed.
+#[track_caller]
+fn human_commit(dir: &Path, name: &str) {
+    std::fs::write(dir.join(name), "new\n").expect("file");
+    assert!(human_git(dir, &["add", name]).status.success());
+    let o = human_git(
+        dir,
+        &[
+            "-c",
+            "user.email=h@example.com",
+            "-c",
+            "user.name=h",
+            "commit",
+            "-q",
+            "-m",
+            name,
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+}
+
 /// A repository at `dir` with one commit, made by the human.
 fn human_repo(dir: &Path) {
     std::fs::create_dir_all(dir).expect("repo dir");
@@ -199,22 +221,7 @@ fn a_repository_a_tool_creates_runs_nothing_at_the_humans_commit() {
     // A later run cannot set it either.
     let (_, text) = s.sh("git -C sub2 config core.hooksPath ../hk; echo again");
     assert!(text.contains("again"), "{text}");
-    std::fs::write(cwd.join("sub2/f"), "f\n").expect("f");
-    human_git(&cwd.join("sub2"), &["add", "f"]);
-    let o = human_git(
-        &cwd.join("sub2"),
-        &[
-            "-c",
-            "user.email=h@example.com",
-            "-c",
-            "user.name=h",
-            "commit",
-            "-q",
-            "-m",
-            "x",
-        ],
-    );
-    assert!(o.status.success(), "{o:?}");
+    human_commit(&cwd.join("sub2"), "f");
     m.assert_absent("git commit in a repository a tool made");
 }
 
@@ -507,21 +514,6 @@ fn a_hooks_link_in_a_tools_repository_runs_nothing() {
         std::fs::symlink_metadata(cwd.join("r/.git/hooks")).is_err(),
         "{text}"
     );
-    std::fs::write(cwd.join("r/f"), "f\n").expect("f");
-    human_git(&cwd.join("r"), &["add", "f"]);
-    let o = human_git(
-        &cwd.join("r"),
-        &[
-            "-c",
-            "user.email=h@example.com",
-            "-c",
-            "user.name=h",
-            "commit",
-            "-q",
-            "-m",
-            "x",
-        ],
-    );
-    assert!(o.status.success(), "{o:?}");
+    human_commit(&cwd.join("r"), "f");
     m.assert_absent("git commit in a repository whose hooks is a link");
 }
