@@ -308,11 +308,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // Safety: pipe2 writes two descriptors into the array we own.
     let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    ensure!(
-        r == 0,
-        "pipe: {}",
-        std::io::Error::last_os_error()
-    );
+    ensure!(r == 0, "pipe: {}", std::io::Error::last_os_error());
     // Safety: both are new and ours.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
