@@ -155,10 +155,26 @@ pub(crate) fn user_namespace_with_maps(
     if pid == 0 {
         // Safety: raw calls on integers and locals, then _exit.
         unsafe {
-            // Its copies of this process's ends: `done` must read EOF once
-            // this process closes its end.
-            libc::close(ready_r_fd);
-            libc::close(done_w_fd);
+            // Only its own two ends stay open: a helper forked at the same
+            // time by another thread would otherwise hold this one's `done`
+            // write end (and this one the other's), and neither would see
+            // end of file (O_CLOEXEC does nothing without an exec).
+            let (lo, hi) = if ready_w_fd < done_r_fd {
+                (ready_w_fd as libc::c_uint, done_r_fd as libc::c_uint)
+            } else {
+                (done_r_fd as libc::c_uint, ready_w_fd as libc::c_uint)
+            };
+            let close_range = |a: libc::c_uint, b: libc::c_uint| {
+                libc::syscall(libc::SYS_close_range, a, b, 0);
+            };
+            if lo > 0 {
+                close_range(0, lo - 1);
+            }
+            if hi > lo + 1 {
+                close_range(lo + 1, hi - 1);
+            }
+            close_range(hi + 1, libc::c_uint::MAX);
+            let _ = (ready_r_fd, done_w_fd);
             let errno: i32 = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
                 0
             } else {
@@ -191,6 +207,10 @@ pub(crate) fn user_namespace_with_maps(
         let ns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
         Ok(OwnedFd::from(ns))
     })();
+    // A byte, not only the close: the helper wakes even if a copy of this
+    // end was inherited somewhere.
+    let mut done_w = std::fs::File::from(done_w);
+    let _ = done_w.write(&[1]);
     drop(done_w);
     let mut status = 0;
     loop {
@@ -201,4 +221,33 @@ pub(crate) fn user_namespace_with_maps(
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    /// Helpers forked at the same time by several threads each inherited
+    /// the others' `done` write end and waited for an end of file that never
+    /// came (the in-process server suite hung in `waitpid`). Sixteen threads
+    /// making namespaces at once must all be done within the bound.
+    #[test]
+    fn namespaces_made_by_many_threads_at_once_do_not_wait_for_each_other() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..16 {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    let r = super::user_namespace_with_maps(b"0 0 1\n", b"0 0 1\n");
+                    tx.send(r.map(drop).map_err(|e| e.to_string()))
+                        .expect("send");
+                }
+            });
+        }
+        drop(tx);
+        for _ in 0..160 {
+            let r = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("a namespace helper hung");
+            r.expect("a user namespace with maps");
+        }
+    }
 }
