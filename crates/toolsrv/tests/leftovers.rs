@@ -272,7 +272,8 @@ fn a_running_tool_cannot_add_a_key_to_a_config_the_human_replaced() {
         .success());
     std::fs::write(cwd.join("go"), "").expect("go");
     assert!(
-        wait_until(WAIT, || cwd.join("result").exists()),
+        wait_until(WAIT, || std::fs::read_to_string(cwd.join("result"))
+            .is_ok_and(|t| t.ends_with('\n'))),
         "the tool did not run"
     );
     let clean =

@@ -298,7 +298,8 @@ fn a_protected_file_replaced_on_the_host_stays_protected_for_a_running_tool() {
     eprintln!("covered again {:?} after the rename", renamed.elapsed());
     std::fs::write(h.join("go"), "").expect("go");
     assert!(
-        wait_until(WAIT, || h.join("result").exists()),
+        wait_until(WAIT, || std::fs::read_to_string(h.join("result"))
+            .is_ok_and(|t| t.ends_with('\n'))),
         "the background tool ({pid}) did not finish"
     );
     assert_eq!(
