@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod support;
-use support::{bounded, until};
+use crate::support::{bounded, until};
 use toolsrv_client::{Auth, CallRequest, Client, ClientError};
 use toolsrv_testkit::{Launch, Server};
 use toolsrv_wire::OREAD;

@@ -9,8 +9,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-mod support;
-use support::{bounded, until};
+use crate::support::{bounded, until};
 use toolsrv_client::{Auth, Body, Client, ClientError};
 use toolsrv_testkit::Server;
 use toolsrv_wire::{DMDIR, OREAD};

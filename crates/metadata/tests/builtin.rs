@@ -1,12 +1,10 @@
 //! The built-in tool set: written out, parsed, and actually run.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{linux, obj, run, text};
+use crate::common::{linux, obj, run, text};
 use serde_json::{json, Value};
 use toolsrv_metadata::{builtin_files, write_builtin, Catalog};
 

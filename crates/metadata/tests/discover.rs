@@ -1,11 +1,9 @@
 //! Discovery: ignore rules, fresh reads, cache invalidation, ordering.
 
-mod common;
-
 use std::fs;
 use std::time::{Duration, SystemTime};
 
-use common::{exe, linux, plain};
+use crate::common::{exe, linux, plain};
 use toolsrv_metadata::Catalog;
 
 fn names(cat: &Catalog) -> Vec<String> {

@@ -1,11 +1,9 @@
 //! Invocations of every shape, including hostile argument values, checked
 //! by actually running them.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::{exe, linux, obj, plain, run, text};
+use crate::common::{exe, linux, obj, plain, run, text};
 use serde_json::json;
 use toolsrv_metadata::MetaError;
 

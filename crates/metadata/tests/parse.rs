@@ -1,10 +1,8 @@
 //! Parsing the three tool shapes, metadata errors and variants.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{exe, linux, plain};
+use crate::common::{exe, linux, plain};
 use serde_json::json;
 use toolsrv_metadata::{Catalog, Host, MetaError, OutputMode, ToolKind};
 
@@ -325,7 +323,7 @@ fn literal_braces_in_command() {
     );
     let tool = linux(dir.path()).resolve("b").expect("resolve");
     let inv = tool
-        .invocation(&common::obj(json!({"a": "x y"})))
+        .invocation(&crate::common::obj(json!({"a": "x y"})))
         .expect("invocation");
     assert_eq!(inv.argv[2], "echo {a} 'x y' }");
 }

@@ -205,16 +205,20 @@ async fn bypass_holds_pending_and_resolve() {
         let h = Harness::yolo(&[]);
         let mut c = h.connect().await;
         assert_eq!(c.names("bypass").await, ["pending", "resolve"]);
-        let modes: Vec<u32> = c
+        let mut got: Vec<(String, u32)> = c
             .list_dir("bypass")
             .await
             .expect("list")
-            .iter()
-            .map(|s| s.mode)
+            .into_iter()
+            .map(|s| (s.name, s.mode))
             .collect();
-        assert!(
-            modes.contains(&0o444) && modes.contains(&0o200),
-            "{modes:?}"
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("pending".to_string(), 0o444),
+                ("resolve".to_string(), 0o200)
+            ]
         );
     })
     .await
@@ -226,6 +230,9 @@ async fn proc_lists_its_fixed_files_then_one_directory_per_process() {
         let h = Harness::yolo(&[SH]);
         let mut c = h.connect().await;
         assert_eq!(c.names("proc").await, ["list", "new", "new.bg"]);
+        for st in c.list_dir("proc").await.expect("list") {
+            assert_eq!(st.mode, 0o600, "{}", st.name);
+        }
         c.load("a1", "sh").await;
         let pid = c
             .bg(&[("tool", "sh"), ("agent", "a1"), ("command", "true")])
