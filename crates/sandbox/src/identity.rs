@@ -486,16 +486,6 @@ pub fn probe(force: Option<&str>) -> Probe {
 /// Why a root server's tools run as root where there is no filesystem view.
 pub const NO_VIEW: &str = "no filesystem view, through whose id-mapped mounts alone tools in their own user namespace could write their rules' files";
 
-/// Whether this process (as it is now) can make a mount namespace: tried with
-/// `unshare(CLONE_NEWNS)` in a throwaway thread, which leaves the process's
-/// own namespace alone.
-pub fn mount_namespace_available() -> Result<(), String> {
-    match crate::view::Mechanism::probe(None) {
-        crate::view::Mechanism::MountNamespace => Ok(()),
-        crate::view::Mechanism::LandlockOnly(why) => Err(why),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

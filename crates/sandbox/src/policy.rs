@@ -4,6 +4,7 @@
 
 mod env_paths;
 mod error;
+pub(crate) mod glob;
 mod ldd;
 mod model;
 mod parse;

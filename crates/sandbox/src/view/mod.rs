@@ -18,7 +18,8 @@
 //! view's runs join it ([`View::user_ns`]).
 //!
 //! - [`protected`]: the protected set and where it comes from;
-//! - [`glob`]: `deny_read` / `deny_write` globs;
+//! - `crate::policy::glob`: `deny_read` / `deny_write` globs (the
+//!   policy's, expanded here and by the Landlock-only fallback);
 //! - [`sockets`]: the host's bound pathname sockets;
 //! - [`plan`]: from the rules and the set to the skeleton and the mounts;
 //! - `build`: the mounts, on a dedicated thread; `sys`: their system calls.
@@ -28,7 +29,6 @@
 
 mod build;
 pub mod caches;
-pub mod glob;
 pub mod home;
 pub mod live;
 pub mod plan;

@@ -15,6 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::protected::{Entry, Kind, ProtectedSet};
+use crate::policy::{PathContext, Policy};
 
 /// A symbolic link on the way to a rule path (`/lib64 -> usr/lib64` on a
 /// merged-`/usr` system): recreated in the skeleton so that the names
@@ -501,6 +502,29 @@ pub(crate) fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
         out.push(Skel::Link(l.clone()));
     }
     out
+}
+
+/// What a filesystem view takes of a policy (here, beside [`links_along`],
+/// rather than in `crate::policy`, which knows nothing of views).
+impl Policy {
+    /// The symbolic links met on the way to every rule path as the policy
+    /// names it (`/lib64 -> usr/lib64`): a filesystem view recreates the
+    /// ones outside its binds, so that the names programs use resolve.
+    pub fn rule_links(&self, ctx: &PathContext) -> Vec<Link> {
+        let fs = &self.filesystem;
+        let mut out: Vec<Link> = fs
+            .ro
+            .iter()
+            .chain(&fs.rox)
+            .chain(&fs.rw)
+            .chain(&fs.rwx)
+            .filter_map(|raw| ctx.expand(raw).ok())
+            .flat_map(|p| links_along(&p))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
 }
 
 /// The symbolic links met while resolving `path` on the host (each with its

@@ -9,7 +9,7 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use super::glob::Glob;
+use crate::policy::glob::Glob;
 use super::plan::RulePaths;
 use crate::open::{identify, open_no_symlinks, FileId};
 use crate::policy::{anchor, PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};

@@ -111,7 +111,7 @@ fn subdirs(dir: &Path, budget: &mut usize, truncated: &mut bool) -> Vec<PathBuf>
         .collect()
 }
 
-pub(crate) use crate::policy::name_matches;
+use super::name_matches;
 
 #[cfg(test)]
 mod tests {
