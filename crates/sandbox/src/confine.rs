@@ -8,7 +8,7 @@
 
 mod abi;
 mod access;
-pub mod caps;
+pub(crate) mod caps;
 mod seccomp;
 mod sys;
 mod thread;
@@ -24,7 +24,7 @@ use landlock::{
 
 pub use abi::landlock_abi;
 use abi::Feature;
-pub use seccomp::SeccompError;
+pub(crate) use seccomp::SeccompError;
 pub(crate) use seccomp::KEYCTL_JOIN_SESSION_KEYRING;
 pub use thread::{confine_this_thread, thread_is_confined};
 

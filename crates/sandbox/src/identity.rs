@@ -27,7 +27,7 @@
 //! own user namespace, and for the tools of a root server.
 
 mod sys;
-pub mod tools;
+pub(crate) mod tools;
 
 use std::fmt;
 use std::sync::Arc;
@@ -267,7 +267,7 @@ fn unmappable(ruid: u32, euid: u32, suid: u32, rgid: u32, egid: u32, sgid: u32) 
 }
 
 /// What to change on a host that refuses unprivileged user namespaces.
-pub fn user_namespace_fix() -> String {
+pub(crate) fn user_namespace_fix() -> String {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .ok()
@@ -293,7 +293,7 @@ pub fn user_namespace_fix() -> String {
 /// Whether the calling thread holds CAP_SYS_ADMIN in its user namespace: it
 /// may then create PID and mount namespaces without a user namespace of
 /// their own (root, or a server in its own user namespace).
-pub fn may_create_namespaces() -> bool {
+pub(crate) fn may_create_namespaces() -> bool {
     sys::holds_sys_admin()
 }
 
@@ -364,7 +364,7 @@ impl IdMaps {
 /// What a throwaway process found this host allows an unprivileged server
 /// ([`probe`]).
 #[derive(Debug, Clone)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// The identity mode a server started now with the same environment
     /// would use.
     pub mode: Mode,
@@ -388,7 +388,7 @@ const PROBE_NO_MOUNTNS: i32 = 12;
 /// multi-threaded), what [`Identity::establish`] would do here with `force`
 /// and whether a mount namespace could then be made. Changes nothing in the
 /// calling process.
-pub fn probe(force: Option<&str>) -> Probe {
+pub(crate) fn probe(force: Option<&str>) -> Probe {
     let (ruid, euid, suid) = sys::uids();
     let (rgid, egid, sgid) = sys::gids();
     let root = euid == 0;

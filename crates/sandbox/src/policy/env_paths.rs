@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::{PathContext, Policy};
 
 /// Variables whose paths are not granted this way (see the module).
-pub const NOT_GRANTED: &[&str] = &[
+pub(crate) const NOT_GRANTED: &[&str] = &[
     "PATH",
     "HOME",
     "PWD",

@@ -9,7 +9,7 @@
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
-pub use toolsrv_protocol::Limits;
+pub(crate) use toolsrv_protocol::Limits;
 
 /// A parsed `sandbox.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 /// What to add to a view.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Delta {
+pub(crate) struct Delta {
     /// New skeleton entries (mount points of new binds, their parents).
     pub skeleton: Vec<Skel>,
     /// New binds, outermost first.
@@ -43,7 +43,7 @@ pub struct Delta {
 
 impl Delta {
     /// Whether there is nothing to do.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.skeleton.is_empty()
             && self.binds.is_empty()
             && self.pins.is_empty()

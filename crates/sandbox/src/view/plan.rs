@@ -75,7 +75,7 @@ pub struct Bind {
 /// to be read by a tool that is neither its owner nor in its group (a root
 /// server's tool in its own user namespace): a file others may not read (or,
 /// being a program, not run), a directory they may not list or enter.
-pub fn needs_id_map(m: &std::fs::Metadata) -> bool {
+pub(crate) fn needs_id_map(m: &std::fs::Metadata) -> bool {
     let mode = m.mode();
     if m.is_dir() {
         mode & 0o005 != 0o005
@@ -190,7 +190,7 @@ const SKELETON_MODE: u32 = 0o755;
 /// The `/proc` every view shows (read-only; Landlock still decides what a
 /// tool may read there): programs find themselves through `/proc/self/exe`,
 /// which no Landlock right governs.
-pub const PROC: &str = "/proc";
+pub(crate) const PROC: &str = "/proc";
 
 impl Plan {
     /// The plan for `set` under `rules`, with the view's working directory

@@ -9,9 +9,9 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use crate::policy::glob::Glob;
 use super::plan::RulePaths;
 use crate::open::{identify, open_no_symlinks, FileId};
+use crate::policy::glob::Glob;
 use crate::policy::{anchor, PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};
 
 /// What a view does to a protected path.
@@ -163,9 +163,9 @@ fn remote_files(ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
 
 /// At most this many directories are read when looking for the Git
 /// repositories below the workspace, at most [`REPO_DEPTH`] levels down.
-pub const REPO_SCAN_BUDGET: usize = 4_000;
+pub(crate) const REPO_SCAN_BUDGET: usize = 4_000;
 /// How deep below the workspace repositories are looked for.
-pub const REPO_DEPTH: usize = 4;
+pub(crate) const REPO_DEPTH: usize = 4;
 
 impl ProtectedSet {
     /// Gathers the set from `src`.
