@@ -213,7 +213,7 @@ impl Confinement {
     /// the child's own session keyring is required (its spawn fails without
     /// one), and it must not be started from a thread that carries the
     /// shared filter, which refuses them ([`Self::needs_unfiltered_thread`]).
-    pub fn keyrings(&self) -> bool {
+    pub(crate) fn keyrings(&self) -> bool {
         self.keyrings
     }
 

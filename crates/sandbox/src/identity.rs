@@ -61,7 +61,7 @@ pub enum Mode {
 
 impl Mode {
     /// The stable name of the mode (`toolsrv doctor --json`, the log).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Root => "root",
             Mode::RootToolNamespace => "root-tools-user-namespace",
@@ -83,11 +83,11 @@ impl fmt::Display for Mode {
 #[error("entered a new user namespace but cannot write {file} ({value:?}): {source}")]
 pub struct IdentityError {
     /// The `/proc/self` file.
-    pub file: &'static str,
+    pub(crate) file: &'static str,
     /// What was written.
-    pub value: String,
+    pub(crate) value: String,
     /// Why it failed.
-    pub source: std::io::Error,
+    pub(crate) source: std::io::Error,
 }
 
 /// The identity the server established at startup.
@@ -301,7 +301,7 @@ pub(crate) fn may_create_namespaces() -> bool {
 /// user namespace, prepared as bytes so that a child between `clone` and
 /// `execve` writes them without allocating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IdMaps {
+pub(crate) struct IdMaps {
     uid_map: [u8; 32],
     uid_len: usize,
     gid_map: [u8; 32],
@@ -319,7 +319,7 @@ impl IdMaps {
     pub(crate) const DENY: &'static [u8] = b"deny";
 
     /// The maps of `uid` and `gid` to themselves.
-    pub fn new(uid: u32, gid: u32) -> IdMaps {
+    pub(crate) fn new(uid: u32, gid: u32) -> IdMaps {
         let line = |id: u32| {
             let text = format!("{id} {id} 1\n");
             let mut buf = [0u8; 32];
@@ -337,7 +337,7 @@ impl IdMaps {
     }
 
     /// The maps of this process's effective uid and gid.
-    pub fn current() -> IdMaps {
+    pub(crate) fn current() -> IdMaps {
         let (_, euid, _) = sys::uids();
         let (_, egid, _) = sys::gids();
         IdMaps::new(euid, egid)
@@ -367,15 +367,15 @@ impl IdMaps {
 pub(crate) struct Probe {
     /// The identity mode a server started now with the same environment
     /// would use.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// Why not [`Mode::OwnNamespace`], for a server that is not root.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// Whether such a server could make a mount namespace (the filesystem
     /// view): root, or in its own user namespace.
-    pub mount_namespace: Result<(), String>,
+    pub(crate) mount_namespace: Result<(), String>,
     /// For [`Mode::RootToolNamespace`]: the tools' namespace (made by the
     /// probe, as the server would make it).
-    pub tools: Option<Arc<ToolNamespace>>,
+    pub(crate) tools: Option<Arc<ToolNamespace>>,
 }
 
 /// Exit codes of the probe's child.

@@ -42,9 +42,9 @@ const RESOLVE_BENEATH: u64 = 0x08;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileId {
     /// `st_dev`.
-    pub dev: u64,
+    pub(crate) dev: u64,
     /// `st_ino`.
-    pub ino: u64,
+    pub(crate) ino: u64,
 }
 
 /// Set once `openat2` answered `ENOSYS` (or `EPERM`) on a thread without a

@@ -56,7 +56,7 @@ impl Enforcement {
 
 impl Mechanism {
     /// The stable name of the mechanism (`toolsrv doctor --json`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mechanism::Cgroup => "cgroup",
             Mechanism::PidNamespace { user: false } => "pid-namespace",

@@ -125,17 +125,17 @@ impl ToolNamespace {
     }
 
     /// The namespace (`setns` in the child, `MOUNT_ATTR_IDMAP` of a bind).
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.ns.as_fd()
     }
 
     /// The host uid (and gid) of tool id 0.
-    pub fn base(&self) -> u32 {
+    pub(crate) fn base(&self) -> u32 {
         self.base
     }
 
     /// How many ids are mapped.
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         COUNT
     }
 }

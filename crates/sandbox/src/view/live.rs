@@ -32,13 +32,13 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Delta {
     /// New skeleton entries (mount points of new binds, their parents).
-    pub skeleton: Vec<Skel>,
+    pub(crate) skeleton: Vec<Skel>,
     /// New binds, outermost first.
-    pub binds: Vec<Bind>,
+    pub(crate) binds: Vec<Bind>,
     /// New pins.
-    pub pins: Vec<PathBuf>,
+    pub(crate) pins: Vec<PathBuf>,
     /// New or renewed covers, outermost first.
-    pub covers: Vec<Cover>,
+    pub(crate) covers: Vec<Cover>,
 }
 
 impl Delta {
