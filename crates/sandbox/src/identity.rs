@@ -124,14 +124,7 @@ impl Identity {
         };
         if euid == 0 {
             id.mode = Mode::Root;
-            if force == Some("root") {
-                id.reason = Some(format!("{FORCE_ENV}=root"));
-                return Ok(id);
-            }
-            match tools::choose_base().and_then(|base| {
-                ToolNamespace::create(base)
-                    .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
-            }) {
+            match root_tools(force) {
                 Ok(ns) => {
                     id.mode = Mode::RootToolNamespace;
                     id.tools = Some(Arc::new(ns));
@@ -241,6 +234,20 @@ impl Identity {
             ),
         }
     }
+}
+
+/// A root server's tools' user namespace, made as `force` (the value of
+/// [`FORCE_ENV`]) asks: `Err` says why its tools run as root instead
+/// (`root`, or the namespace cannot be made). The one reading of
+/// [`FORCE_ENV`] on a root server, for [`Identity::establish`] and [`probe`].
+fn root_tools(force: Option<&str>) -> Result<ToolNamespace, String> {
+    if force == Some("root") {
+        return Err(format!("{FORCE_ENV}=root"));
+    }
+    tools::choose_base().and_then(|base| {
+        ToolNamespace::create(base)
+            .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
+    })
 }
 
 /// Why the ids cannot be mapped to themselves safely, if they cannot.
@@ -423,16 +430,9 @@ pub(crate) fn probe(force: Option<&str>) -> Probe {
     });
     let mut tools = None;
     if root {
-        if force == Some("root") {
-            reason = Some(format!("{FORCE_ENV}=root"));
-        } else {
-            match tools::choose_base().and_then(|base| {
-                ToolNamespace::create(base)
-                    .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
-            }) {
-                Ok(ns) => tools = Some(Arc::new(ns)),
-                Err(why) => reason = Some(why),
-            }
+        match root_tools(force) {
+            Ok(ns) => tools = Some(Arc::new(ns)),
+            Err(why) => reason = Some(why),
         }
     }
     let mode = if root && tools.is_some() {
