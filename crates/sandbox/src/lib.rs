@@ -37,7 +37,7 @@
 //! first: `open`, `tmpdir`, `workdir`, `rules`, `policy`, `identity`,
 //! `confine`, `spawn`, `contain`, `view`, `doctor`.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod confine;
 mod contain;
