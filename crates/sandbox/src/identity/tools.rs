@@ -82,7 +82,7 @@ fn first_free(taken: &[(u64, u64)]) -> Option<u32> {
     None
 }
 
-/// The host range for tool ids: the first free one from [`FIRST_BASE`]
+/// The host range for tool ids: the first free one from `FIRST_BASE`
 /// given the subordinate ranges (`/etc/subuid`, `/etc/subgid`) and the ids
 /// of the user and group databases (`/etc/passwd`, `/etc/group`; files
 /// that do not exist allocate nothing). Deterministic, so every root server

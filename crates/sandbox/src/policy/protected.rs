@@ -104,8 +104,8 @@ pub(crate) const TOOLSRV_STATE: &[&str] =
 pub(crate) const TOOLSRV_BINARIES: &[&str] = &["{XDG_DATA_HOME}/toolsrv"];
 
 /// Every path to carve for a resolution in `ctx`, canonical, sorted and
-/// deduplicated: the readable [`PROTECTED`] files, the
-/// [`CREDENTIAL_STORES`], [`TOOLSRV_STATE`] and [`TOOLSRV_BINARIES`] of
+/// deduplicated: the readable `PROTECTED` files, the
+/// `CREDENTIAL_STORES`, `TOOLSRV_STATE` and `TOOLSRV_BINARIES` of
 /// `ctx`'s environment, and `server_files` (absolute paths; relative ones are
 /// ignored). Paths that do not exist are included (see the module doc).
 pub fn carved_paths(ctx: &PathContext, server_files: &[PathBuf]) -> Vec<PathBuf> {

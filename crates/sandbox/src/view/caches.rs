@@ -37,7 +37,7 @@ pub(crate) const CACHES: &[&str] = &[
     "~/.gradle/caches",
 ];
 
-/// The caches of [`CACHES`] as they expand in `ctx`, canonical (those that
+/// The caches of `CACHES` as they expand in `ctx`, canonical (those that
 /// exist).
 pub fn expanded(ctx: &PathContext) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = CACHES

@@ -307,7 +307,7 @@ impl View {
 
     /// Brings the view up to date with `sources` (gathered again) in place,
     /// for the runs under way too: new binds, pins and covers are mounted in
-    /// its namespace (see [`live`]); nothing is taken away. A set that could
+    /// its namespace (see `view/live.rs`); nothing is taken away. A set that could
     /// not be gathered whole (`incomplete`) changes nothing.
     pub fn refresh(&self, sources: &Sources, extra: &[Entry]) -> Result<Refreshed, ViewError> {
         let set = ProtectedSet::gather(sources);
