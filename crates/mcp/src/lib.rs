@@ -5,6 +5,8 @@
 //! broker. Transports: stdio ([`serve_stdio`]) and Streamable HTTP
 //! ([`serve_http`]) behind a bearer token. See docs/mcp.md.
 
+#![forbid(unsafe_code)]
+
 mod announce;
 mod args;
 mod bridge;

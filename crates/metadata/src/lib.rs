@@ -8,6 +8,7 @@
 //! decisions this crate makes where the spec is open are in
 //! `docs/metadata.md`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod builtin;

@@ -2,6 +2,8 @@
 //! and its parser, [`ToolResult`], [`ProcStat`], [`ToolInfo`], the bypass broker's messages,
 //! completion messages, and Go-style durations and byte sizes.
 
+#![forbid(unsafe_code)]
+
 pub mod bypass;
 pub mod completion;
 pub mod duration;

@@ -38,8 +38,8 @@ fn main() {
             })
             .map(|_| "ok".to_string()),
         ["kill", pid, sig] => match (pid.parse::<i32>(), sig.parse::<i32>()) {
-            // Safety: kill has no memory arguments.
             (Ok(p), Ok(s)) => {
+                // Safety: kill has no memory arguments.
                 if unsafe { libc::kill(p, s) } == 0 {
                     Ok("ok".to_string())
                 } else {

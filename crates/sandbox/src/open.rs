@@ -127,23 +127,39 @@ fn no_openat2(e: &io::Error) -> bool {
 /// out of it is `EXDEV`) and follows no magic link. Relative symbolic links
 /// that stay beneath `dir` are followed, with or without `openat2`.
 pub(crate) fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
-    if try_openat2() {
-        let how = OpenHow {
-            flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-            mode: 0,
-            resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-        };
-        let target = if rel.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            rel
-        };
-        match sys::openat2(dir, &c_path(target)?, &how) {
-            Err(e) if no_openat2(&e) => openat2_refused(),
-            other => return other,
-        }
+    match openat2_beneath(dir, rel, 0) {
+        Some(r) => r,
+        None => walk_beneath(dir, rel),
     }
-    walk_beneath(dir, rel)
+}
+
+/// `openat2(dir, rel, O_PATH, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS |
+/// extra)`, or `None` where there is no `openat2`.
+fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, extra: u64) -> Option<io::Result<OwnedFd>> {
+    if !try_openat2() {
+        return None;
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | extra,
+    };
+    let target = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let c = match c_path(target) {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
+    match sys::openat2(dir, &c, &how) {
+        Err(e) if no_openat2(&e) => {
+            openat2_refused();
+            None
+        }
+        other => Some(other),
+    }
 }
 
 /// One step of a walk.
@@ -175,6 +191,15 @@ fn steps(p: &Path) -> io::Result<Vec<Step>> {
 /// is followed, an absolute one is `EXDEV`, more than 40 are `ELOOP`.
 pub(crate) fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
     walk(dir, rel, true)
+}
+
+/// Opens `rel` beneath `dir` as an `O_PATH` descriptor, following no
+/// symbolic link at all (`ELOOP` on the first one) and never leaving `dir`.
+pub(crate) fn open_beneath_no_symlinks(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    match openat2_beneath(dir, rel, RESOLVE_NO_SYMLINKS) {
+        Some(r) => r,
+        None => walk(dir, rel, false),
+    }
 }
 
 /// The walk of [`walk_beneath`]; `follow: false` refuses every symbolic link

@@ -28,6 +28,28 @@ fn human_git(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("git")
 }
 
+/// The human adds a new file `name` in the repository at `dir` and commits
+/// it (as an identity of its own); the commit must succeed.
+#[track_caller]
+fn human_commit(dir: &Path, name: &str) {
+    std::fs::write(dir.join(name), "new\n").expect("file");
+    assert!(human_git(dir, &["add", name]).status.success());
+    let o = human_git(
+        dir,
+        &[
+            "-c",
+            "user.email=h@example.com",
+            "-c",
+            "user.name=h",
+            "commit",
+            "-q",
+            "-m",
+            name,
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+}
+
 /// A repository at `dir` with one commit, made by the human.
 fn human_repo(dir: &Path) {
     std::fs::create_dir_all(dir).expect("repo dir");
@@ -199,22 +221,7 @@ fn a_repository_a_tool_creates_runs_nothing_at_the_humans_commit() {
     // A later run cannot set it either.
     let (_, text) = s.sh("git -C sub2 config core.hooksPath ../hk; echo again");
     assert!(text.contains("again"), "{text}");
-    std::fs::write(cwd.join("sub2/f"), "f\n").expect("f");
-    human_git(&cwd.join("sub2"), &["add", "f"]);
-    let o = human_git(
-        &cwd.join("sub2"),
-        &[
-            "-c",
-            "user.email=h@example.com",
-            "-c",
-            "user.name=h",
-            "commit",
-            "-q",
-            "-m",
-            "x",
-        ],
-    );
-    assert!(o.status.success(), "{o:?}");
+    human_commit(&cwd.join("sub2"), "f");
     m.assert_absent("git commit in a repository a tool made");
 }
 
@@ -470,7 +477,8 @@ fn a_writable_home_keeps_nothing_a_tool_adds_for_the_humans_programs() {
 fn a_tool_that_keeps_making_a_protected_path_never_keeps_one() {
     let (_c, cwd) = tmp();
     let mut s = Session::no_auth(Launch::new().cwd(&cwd));
-    let script = r#"python3 - <<'PY'
+    // In the background: 1,000 rounds take a few seconds, more under load.
+    let script = r#"python3 - > result.txt <<'PY'
 import os, time, sys
 for i in range(1000):
     open(".mcp.json", "w").close()
@@ -480,11 +488,62 @@ for i in range(1000):
             print("stuck at", i); sys.exit(1)
 print("all gone")
 PY"#;
-    let (_, text) = s.sh(script);
+    bg(
+        &mut s.c,
+        &[("tool", "shell"), ("agent", "a1"), ("command", script)],
+    )
+    .expect("bg");
+    let done = || std::fs::read_to_string(cwd.join("result.txt")).is_ok_and(|t| t.ends_with('\n'));
     assert!(
-        text.contains("all gone"),
-        "{}",
-        &text[text.len().saturating_sub(400)..]
+        wait_until(std::time::Duration::from_secs(120), done),
+        "the loop did not end"
     );
+    let text = std::fs::read_to_string(cwd.join("result.txt")).expect("result");
+    assert_eq!(text, "all gone\n");
     assert!(!cwd.join(".mcp.json").exists());
+}
+
+/// A tool's new repository whose `hooks` is a symbolic link to a workspace
+/// directory holding a `post-commit`: git follows the link. Expected: the
+/// link is in quarantine and the human's commit there runs nothing.
+#[test]
+fn a_hooks_link_in_a_tools_repository_runs_nothing() {
+    let (_c, cwd) = tmp();
+    let m = Marker::new();
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd));
+    let hook = format!("#!/bin/sh\\n{}\\n", m.cmd().replace('\'', "'\\''"));
+    let (_, text) = s.sh(&format!(
+        "git init -q r && rm -rf r/.git/hooks; mkdir -p hk && printf '{hook}' > hk/post-commit && chmod +x hk/post-commit; \
+         ln -s ../../hk r/.git/hooks; echo made"
+    ));
+    assert!(text.contains("made"), "{text}");
+    assert!(
+        std::fs::symlink_metadata(cwd.join("r/.git/hooks")).is_err(),
+        "{text}"
+    );
+    human_commit(&cwd.join("r"), "f");
+    m.assert_absent("git commit in a repository whose hooks is a link");
+}
+
+/// Without exact attribution (`TOOLSRV_TOOLS_PIDNS=off`, as a non-root
+/// server has it): a change in a watched place is a tool's while a confined
+/// run is under way, the human's otherwise. A tool's `.mcp.json` and
+/// `commondir` still go to quarantine before the run is reported ended; the
+/// human's `.mcp.json`, made while no run is under way, stays.
+#[test]
+fn without_exact_attribution_a_tools_leftovers_still_go_and_the_humans_stay() {
+    let (_c, cwd) = tmp();
+    human_repo(&cwd);
+    let mut s = Session::no_auth(Launch::new().cwd(&cwd).env("TOOLSRV_TOOLS_PIDNS", "off"));
+    s.ok("true");
+    let (_, text) = s.sh("echo '{}' > .mcp.json; echo x > .git/commondir; echo done");
+    assert!(text.contains("done"), "{text}");
+    assert!(!cwd.join(".mcp.json").exists(), "{text}");
+    assert!(!cwd.join(".git/commondir").exists(), "{text}");
+    std::fs::write(cwd.join(".mcp.json"), "{\"human\":1}\n").expect("human's");
+    s.ok("true");
+    assert_eq!(
+        std::fs::read_to_string(cwd.join(".mcp.json")).expect("stays"),
+        "{\"human\":1}\n"
+    );
 }

@@ -12,6 +12,8 @@
 //! works with the kernel. Apart, each is built and tested without the other,
 //! and the sandbox crate holds one concern.
 
+#![forbid(unsafe_code)]
+
 mod builtin;
 mod lex;
 mod rate;

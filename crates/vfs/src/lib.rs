@@ -22,6 +22,8 @@
 //! clunked. When a batch of requests ends with such a read, the replies before it
 //! are held back (at most 20 ms) to leave in one write with the read's reply.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod conn;
 pub mod conninfo;

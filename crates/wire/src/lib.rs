@@ -10,6 +10,7 @@
 //! nothing is allocated beyond what the frame itself holds (the caller bounds the
 //! frame by the negotiated msize before decoding). A frame whose header was
 //! readable keeps its tag in the error, so a server can answer `Rerror` for it.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod codec;

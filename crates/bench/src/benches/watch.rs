@@ -307,8 +307,9 @@ unsafe fn helper_main(dir: &CString, names: &[CString], go: i32, stamps: i32) ->
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // Safety: pipe2 writes two descriptors into the array we own.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
     ensure!(
-        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0,
+        r == 0,
         "pipe: {}",
         std::io::Error::last_os_error()
     );

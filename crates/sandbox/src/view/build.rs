@@ -33,6 +33,11 @@ pub(crate) struct Built {
     pub(crate) roots: Vec<(PathBuf, OwnedFd)>,
     /// The binds and holes that wanted the id maps and did not get them whole.
     pub(crate) not_id_mapped: Vec<(PathBuf, IdMapped)>,
+    /// The mount targets of the plan that are not mount points of the view
+    /// (a step skipped because its path went away or was swapped for a
+    /// link meanwhile): the view keeps them pending, and its refresh tries
+    /// them again.
+    pub(crate) pending: Vec<PathBuf>,
 }
 
 /// The tools' id maps for the detached clones a build or a refresh makes,
@@ -209,12 +214,37 @@ pub(crate) fn build_here(plan: &Plan, tools: Option<&ToolNamespace>) -> Result<B
         path: plan.workspace.clone(),
         source: io::Error::other(e.to_string()),
     })?;
+    let pending = unmounted(plan)?;
     Ok(Built {
         ns,
         workspace,
         roots,
         not_id_mapped: mapper.not_id_mapped,
+        pending,
     })
+}
+
+/// The binds, pins and covers of `plan` that are not mount points of this
+/// thread's namespace (the view, once built): verified, not assumed.
+fn unmounted(plan: &Plan) -> Result<Vec<PathBuf>, ViewError> {
+    let root = Path::new("/");
+    let targets: Vec<&Path> = plan
+        .binds
+        .iter()
+        .map(|b| b.path.as_path())
+        .filter(|p| *p != root)
+        .chain(plan.pins.iter().map(PathBuf::as_path))
+        .chain(plan.covers.iter().map(Cover::path))
+        .collect();
+    if targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mounted = super::live::mount_points().map_err(step("read the view's mount table", root))?;
+    Ok(targets
+        .into_iter()
+        .filter(|p| !mounted.contains(*p))
+        .map(Path::to_path_buf)
+        .collect())
 }
 
 /// The roots of the copy-on-write binds among `binds`, opened where this
@@ -426,4 +456,65 @@ pub(crate) fn empty_file() -> Result<OwnedFd, ViewError> {
     sys::create_at(fs.as_fd(), root, 0o444).map_err(step("make the empty file", root))?;
     sys::seal(fs.as_fd()).map_err(step("seal the tmpfs", root))?;
     Ok(fs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::open::FileId;
+    use crate::view::protected::{Entry, Kind, ProtectedSet, Shape};
+
+    /// Issue 34, item 2: a cover the build had to skip (its path became a
+    /// symbolic link between the plan and the mounts, as a tool can make
+    /// it) is reported pending, not taken for done; the rest of the view
+    /// is built. Here the plan is made while the path is a file, then the
+    /// file is swapped for a link to a host file before the build. Before
+    /// the fix, the build cloned the path following the link, resolved
+    /// against the host's root: the host file was bound into the view.
+    #[test]
+    fn a_cover_the_build_could_not_make_is_pending_not_done() {
+        let t = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::write(d.join("secret"), "x").unwrap();
+        std::fs::write(d.join("other"), "y").unwrap();
+        let set = ProtectedSet {
+            entries: ["other", "secret"]
+                .iter()
+                .map(|n| Entry {
+                    path: d.join(n),
+                    kind: Kind::ReadOnly,
+                    shape: Shape::File,
+                    id: Some(FileId { dev: 1, ino: 1 }),
+                })
+                .collect(),
+            ..ProtectedSet::default()
+        };
+        let rules = crate::view::RulePaths {
+            writable: vec![d.clone()],
+            readable: vec![PathBuf::from("/proc")],
+            ..Default::default()
+        };
+        let plan = Plan::new(&set, &rules, &[], None, &d);
+        assert!(plan.covers.iter().any(|c| c.path() == d.join("secret")));
+        std::fs::remove_file(d.join("secret")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", d.join("secret")).unwrap();
+        let built = build(&plan, None).expect("the build");
+        // In the view, `secret` is the link (dangling there), never the
+        // host file it names, bound through it.
+        let ns = built.ns.try_clone().unwrap();
+        let link = d.join("secret");
+        let shown = std::thread::spawn(move || {
+            sys::unshare_fs().unwrap();
+            sys::enter_mount_namespace(ns.as_fd()).unwrap();
+            std::fs::read_to_string(&link).ok()
+        })
+        .join()
+        .unwrap();
+        let host = std::fs::read_to_string("/etc/hostname").ok();
+        assert!(
+            shown.is_none() || shown != host,
+            "the host's /etc/hostname was bound into the view through the link"
+        );
+        assert_eq!(built.pending, vec![d.join("secret")]);
+    }
 }

@@ -154,7 +154,7 @@ fn apply_here(
 
 /// The mount points of this thread's mount namespace, as paths from its
 /// root (`/proc/thread-self/mountinfo`, fifth field, octal escapes undone).
-fn mount_points() -> io::Result<HashSet<PathBuf>> {
+pub(crate) fn mount_points() -> io::Result<HashSet<PathBuf>> {
     let text = std::fs::read("/proc/thread-self/mountinfo")?;
     Ok(text
         .split(|&b| b == b'\n')

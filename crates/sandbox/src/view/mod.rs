@@ -287,6 +287,22 @@ impl View {
         let built = build::build(&plan, tools.clone())?;
         log_not_id_mapped(&built.not_id_mapped, tools.as_deref());
         let ids = cover_ids(&plan, &set, extra);
+        // What the build skipped is not taken for done: pending, tried
+        // again by the next refresh.
+        let pending = built.pending.clone();
+        if !pending.is_empty() {
+            tracing::warn!(
+                count = pending.len(),
+                paths = ?pending,
+                "filesystem view: built without some of its mounts (a path went away or became a link meanwhile); the refresh tries them again"
+            );
+        }
+        let mut applied = plan.clone();
+        applied.binds.retain(|b| !pending.contains(&b.path));
+        applied.pins.retain(|p| !pending.contains(p));
+        applied
+            .covers
+            .retain(|c| !pending.iter().any(|q| q == c.path()));
         Ok(View {
             ns: built.ns,
             workspace: Arc::new(built.workspace),
@@ -295,9 +311,9 @@ impl View {
             state: Mutex::new(State {
                 set: Arc::new(set),
                 rules: sources.rules.clone(),
-                applied: Arc::new(plan),
+                applied: Arc::new(applied),
                 ids,
-                pending: Vec::new(),
+                pending,
                 roots: crate::rules::ViewRoots(Arc::new(built.roots)),
             }),
             changing: Mutex::new(()),

@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -93,16 +93,36 @@ pub(crate) fn make_slave() -> io::Result<()> {
     check(ret.into()).map(drop)
 }
 
-/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE?)`: a detached
-/// copy of the mount at `path` (with the mounts beneath it when `recursive`).
+/// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | AT_RECURSIVE?)`: a
+/// detached bind of `path` (with the mounts beneath it when `recursive`),
+/// `path` opened first without following any symbolic link on the way or
+/// at its end (`ELOOP`). A path the plan saw as a file or directory that a
+/// tool swapped for a link must not be cloned through it: the link would be
+/// resolved against the host's root (a view is assembled before its pivot),
+/// and the host file it names bound into the view. Absolute paths from the
+/// host's root, relative ones from the working directory (the new root
+/// while a view is assembled).
 pub(crate) fn clone_tree(path: &Path, recursive: bool) -> io::Result<OwnedFd> {
-    let c = c_path(path)?;
-    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    let fd = if path.is_absolute() {
+        crate::open::open_no_symlinks(path)?
+    } else {
+        // Safety: AT_FDCWD is no descriptor we own; "." names the cwd.
+        let cwd = owned(unsafe {
+            libc::openat(
+                libc::AT_FDCWD,
+                c".".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            ) as libc::c_long
+        })?;
+        crate::open::open_beneath_no_symlinks(cwd.as_fd(), path)?
+    };
+    let mut flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
     if recursive {
         flags |= AT_RECURSIVE;
     }
-    // Safety: `c` is NUL-terminated and outlives the call.
-    owned(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) })
+    // Safety: a valid descriptor and an empty NUL-terminated path.
+    owned(unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) })
 }
 
 /// `open_tree(dir, name, OPEN_TREE_CLONE)`: a detached bind of `name`

@@ -126,6 +126,14 @@ impl Guard {
         } else if name == "hooks" && ev.is_dir {
             self.mark(st, path, ENTRIES_AND_WRITES);
             self.check_new_git(st, dir);
+        } else if name == "hooks" {
+            // A link (or a file) where git looks for its hooks directory:
+            // git follows it.
+            self.quarantine(
+                st,
+                path,
+                "a link where git looks for its hooks: the human's git would run what it points at",
+            );
         }
     }
 

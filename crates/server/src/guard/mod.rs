@@ -121,8 +121,12 @@ impl Guard {
             .expect("a guard is made only with a watcher")
     }
 
-    /// A confined run starts.
+    /// A confined run starts. Without exact attribution, what happened
+    /// before is acted on first, while it is still taken for the human's.
     pub(crate) fn enter(&self) -> Entered {
+        if !self.exact {
+            self.catch_up();
+        }
         self.active.fetch_add(1, Ordering::AcqRel);
         Entered {
             since: Instant::now(),
