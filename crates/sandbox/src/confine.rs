@@ -8,7 +8,7 @@
 
 mod abi;
 mod access;
-pub mod caps;
+pub(crate) mod caps;
 mod seccomp;
 mod sys;
 mod thread;
@@ -24,7 +24,7 @@ use landlock::{
 
 pub use abi::landlock_abi;
 use abi::Feature;
-pub use seccomp::SeccompError;
+pub(crate) use seccomp::SeccompError;
 pub(crate) use seccomp::KEYCTL_JOIN_SESSION_KEYRING;
 pub use thread::{confine_this_thread, thread_is_confined};
 
@@ -213,7 +213,7 @@ impl Confinement {
     /// the child's own session keyring is required (its spawn fails without
     /// one), and it must not be started from a thread that carries the
     /// shared filter, which refuses them ([`Self::needs_unfiltered_thread`]).
-    pub fn keyrings(&self) -> bool {
+    pub(crate) fn keyrings(&self) -> bool {
         self.keyrings
     }
 

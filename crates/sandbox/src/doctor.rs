@@ -333,7 +333,7 @@ pub struct Network {
     /// Whether `network.enabled: false` is enforced (seccomp).
     pub no_network: bool,
     /// Whether `bind_tcp`/`connect_tcp` are enforced (Landlock ABI 4).
-    pub tcp_ports: bool,
+    pub(crate) tcp_ports: bool,
     /// Network by domain through a proxy (docs/policy-format.md, "network"): not in this version.
     pub domains: String,
 }
@@ -344,7 +344,7 @@ pub struct Denials {
     /// Whether the kernel can report them.
     pub observable: bool,
     /// `landlock-audit` or `none`.
-    pub mechanism: String,
+    pub(crate) mechanism: String,
     /// How, or what would enable it.
     pub detail: String,
 }

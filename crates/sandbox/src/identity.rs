@@ -27,7 +27,7 @@
 //! own user namespace, and for the tools of a root server.
 
 mod sys;
-pub mod tools;
+pub(crate) mod tools;
 
 use std::fmt;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub enum Mode {
 
 impl Mode {
     /// The stable name of the mode (`toolsrv doctor --json`, the log).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Root => "root",
             Mode::RootToolNamespace => "root-tools-user-namespace",
@@ -83,11 +83,11 @@ impl fmt::Display for Mode {
 #[error("entered a new user namespace but cannot write {file} ({value:?}): {source}")]
 pub struct IdentityError {
     /// The `/proc/self` file.
-    pub file: &'static str,
+    pub(crate) file: &'static str,
     /// What was written.
-    pub value: String,
+    pub(crate) value: String,
     /// Why it failed.
-    pub source: std::io::Error,
+    pub(crate) source: std::io::Error,
 }
 
 /// The identity the server established at startup.
@@ -124,14 +124,7 @@ impl Identity {
         };
         if euid == 0 {
             id.mode = Mode::Root;
-            if force == Some("root") {
-                id.reason = Some(format!("{FORCE_ENV}=root"));
-                return Ok(id);
-            }
-            match tools::choose_base().and_then(|base| {
-                ToolNamespace::create(base)
-                    .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
-            }) {
+            match root_tools(force) {
                 Ok(ns) => {
                     id.mode = Mode::RootToolNamespace;
                     id.tools = Some(Arc::new(ns));
@@ -243,6 +236,20 @@ impl Identity {
     }
 }
 
+/// A root server's tools' user namespace, made as `force` (the value of
+/// [`FORCE_ENV`]) asks: `Err` says why its tools run as root instead
+/// (`root`, or the namespace cannot be made). The one reading of
+/// [`FORCE_ENV`] on a root server, for [`Identity::establish`] and [`probe`].
+fn root_tools(force: Option<&str>) -> Result<ToolNamespace, String> {
+    if force == Some("root") {
+        return Err(format!("{FORCE_ENV}=root"));
+    }
+    tools::choose_base().and_then(|base| {
+        ToolNamespace::create(base)
+            .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
+    })
+}
+
 /// Why the ids cannot be mapped to themselves safely, if they cannot.
 fn unmappable(ruid: u32, euid: u32, suid: u32, rgid: u32, egid: u32, sgid: u32) -> Option<String> {
     if ruid != euid || suid != euid || rgid != egid || sgid != egid {
@@ -267,7 +274,7 @@ fn unmappable(ruid: u32, euid: u32, suid: u32, rgid: u32, egid: u32, sgid: u32) 
 }
 
 /// What to change on a host that refuses unprivileged user namespaces.
-pub fn user_namespace_fix() -> String {
+pub(crate) fn user_namespace_fix() -> String {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .ok()
@@ -293,7 +300,7 @@ pub fn user_namespace_fix() -> String {
 /// Whether the calling thread holds CAP_SYS_ADMIN in its user namespace: it
 /// may then create PID and mount namespaces without a user namespace of
 /// their own (root, or a server in its own user namespace).
-pub fn may_create_namespaces() -> bool {
+pub(crate) fn may_create_namespaces() -> bool {
     sys::holds_sys_admin()
 }
 
@@ -301,7 +308,7 @@ pub fn may_create_namespaces() -> bool {
 /// user namespace, prepared as bytes so that a child between `clone` and
 /// `execve` writes them without allocating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IdMaps {
+pub(crate) struct IdMaps {
     uid_map: [u8; 32],
     uid_len: usize,
     gid_map: [u8; 32],
@@ -319,7 +326,7 @@ impl IdMaps {
     pub(crate) const DENY: &'static [u8] = b"deny";
 
     /// The maps of `uid` and `gid` to themselves.
-    pub fn new(uid: u32, gid: u32) -> IdMaps {
+    pub(crate) fn new(uid: u32, gid: u32) -> IdMaps {
         let line = |id: u32| {
             let text = format!("{id} {id} 1\n");
             let mut buf = [0u8; 32];
@@ -337,7 +344,7 @@ impl IdMaps {
     }
 
     /// The maps of this process's effective uid and gid.
-    pub fn current() -> IdMaps {
+    pub(crate) fn current() -> IdMaps {
         let (_, euid, _) = sys::uids();
         let (_, egid, _) = sys::gids();
         IdMaps::new(euid, egid)
@@ -364,18 +371,18 @@ impl IdMaps {
 /// What a throwaway process found this host allows an unprivileged server
 /// ([`probe`]).
 #[derive(Debug, Clone)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// The identity mode a server started now with the same environment
     /// would use.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// Why not [`Mode::OwnNamespace`], for a server that is not root.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// Whether such a server could make a mount namespace (the filesystem
     /// view): root, or in its own user namespace.
-    pub mount_namespace: Result<(), String>,
+    pub(crate) mount_namespace: Result<(), String>,
     /// For [`Mode::RootToolNamespace`]: the tools' namespace (made by the
     /// probe, as the server would make it).
-    pub tools: Option<Arc<ToolNamespace>>,
+    pub(crate) tools: Option<Arc<ToolNamespace>>,
 }
 
 /// Exit codes of the probe's child.
@@ -388,7 +395,7 @@ const PROBE_NO_MOUNTNS: i32 = 12;
 /// multi-threaded), what [`Identity::establish`] would do here with `force`
 /// and whether a mount namespace could then be made. Changes nothing in the
 /// calling process.
-pub fn probe(force: Option<&str>) -> Probe {
+pub(crate) fn probe(force: Option<&str>) -> Probe {
     let (ruid, euid, suid) = sys::uids();
     let (rgid, egid, sgid) = sys::gids();
     let root = euid == 0;
@@ -423,16 +430,9 @@ pub fn probe(force: Option<&str>) -> Probe {
     });
     let mut tools = None;
     if root {
-        if force == Some("root") {
-            reason = Some(format!("{FORCE_ENV}=root"));
-        } else {
-            match tools::choose_base().and_then(|base| {
-                ToolNamespace::create(base)
-                    .map_err(|e| format!("cannot make the tools' user namespace: {e}"))
-            }) {
-                Ok(ns) => tools = Some(Arc::new(ns)),
-                Err(why) => reason = Some(why),
-            }
+        match root_tools(force) {
+            Ok(ns) => tools = Some(Arc::new(ns)),
+            Err(why) => reason = Some(why),
         }
     }
     let mode = if root && tools.is_some() {
@@ -485,16 +485,6 @@ pub fn probe(force: Option<&str>) -> Probe {
 
 /// Why a root server's tools run as root where there is no filesystem view.
 pub const NO_VIEW: &str = "no filesystem view, through whose id-mapped mounts alone tools in their own user namespace could write their rules' files";
-
-/// Whether this process (as it is now) can make a mount namespace: tried with
-/// `unshare(CLONE_NEWNS)` in a throwaway thread, which leaves the process's
-/// own namespace alone.
-pub fn mount_namespace_available() -> Result<(), String> {
-    match crate::view::Mechanism::probe(None) {
-        crate::view::Mechanism::MountNamespace => Ok(()),
-        crate::view::Mechanism::LandlockOnly(why) => Err(why),
-    }
-}
 
 #[cfg(test)]
 mod tests {

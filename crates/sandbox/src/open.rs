@@ -42,9 +42,9 @@ const RESOLVE_BENEATH: u64 = 0x08;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileId {
     /// `st_dev`.
-    pub dev: u64,
+    pub(crate) dev: u64,
     /// `st_ino`.
-    pub ino: u64,
+    pub(crate) ino: u64,
 }
 
 /// Set once `openat2` answered `ENOSYS` (or `EPERM`) on a thread without a
@@ -93,7 +93,7 @@ fn open_component(dir: BorrowedFd<'_>, name: &CString) -> io::Result<OwnedFd> {
 }
 
 /// The identity of `fd` and whether it is a directory (`fstat`).
-pub fn identify(fd: BorrowedFd<'_>) -> io::Result<(FileId, libc::mode_t)> {
+pub(crate) fn identify(fd: BorrowedFd<'_>) -> io::Result<(FileId, libc::mode_t)> {
     let st = sys::fstat(fd)?;
     Ok((
         FileId {
@@ -106,7 +106,7 @@ pub fn identify(fd: BorrowedFd<'_>) -> io::Result<(FileId, libc::mode_t)> {
 
 /// The path the kernel has for `fd` now (`/proc/self/fd/N`), if it is an
 /// absolute path to a file that still exists.
-pub fn current_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+pub(crate) fn current_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let p = std::fs::read_link(link).ok()?;
     let deleted = p.as_os_str().as_bytes().ends_with(b" (deleted)");
@@ -126,7 +126,7 @@ fn no_openat2(e: &io::Error) -> bool {
 /// leaves `dir` (an absolute path, `..` above it or a symbolic link leading
 /// out of it is `EXDEV`) and follows no magic link. Relative symbolic links
 /// that stay beneath `dir` are followed, with or without `openat2`.
-pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
     match openat2_beneath(dir, rel, 0) {
         Some(r) => r,
         None => walk_beneath(dir, rel),
@@ -189,13 +189,13 @@ fn steps(p: &Path) -> io::Result<Vec<Step>> {
 /// `..` never climbs above `dir`. A symbolic link met on the way is read and
 /// its target walked in its place: a relative one that stays beneath `dir`
 /// is followed, an absolute one is `EXDEV`, more than 40 are `ELOOP`.
-pub fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn walk_beneath(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
     walk(dir, rel, true)
 }
 
 /// Opens `rel` beneath `dir` as an `O_PATH` descriptor, following no
 /// symbolic link at all (`ELOOP` on the first one) and never leaving `dir`.
-pub fn open_beneath_no_symlinks(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_beneath_no_symlinks(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
     match openat2_beneath(dir, rel, RESOLVE_NO_SYMLINKS) {
         Some(r) => r,
         None => walk(dir, rel, false),

@@ -4,6 +4,7 @@
 
 mod env_paths;
 mod error;
+pub(crate) mod glob;
 mod ldd;
 mod model;
 mod parse;
@@ -14,10 +15,12 @@ mod store;
 mod sys;
 
 pub use error::PolicyError;
-pub use model::{Advanced, Filesystem, General, Network, Policy, Validation};
+pub(crate) use model::Network;
+pub use model::Policy;
 pub use paths::PathContext;
+pub use protected::carved_paths;
 pub(crate) use protected::{anchor, name_matches};
-pub use protected::{carved_paths, CREDENTIAL_STORES, PROTECTED, TOOLSRV_BINARIES, TOOLSRV_STATE};
+pub(crate) use protected::{CREDENTIAL_STORES, PROTECTED, TOOLSRV_BINARIES, TOOLSRV_STATE};
 pub use store::{write_default, PolicyStore};
 
 /// The built-in default policy (written out by `toolsrv init`, used when no

@@ -67,7 +67,7 @@ pub struct ViewRoots(pub Arc<Vec<(PathBuf, OwnedFd)>>);
 
 impl ViewRoots {
     /// The descriptor standing for `path`, if any.
-    pub fn get(&self, path: &Path) -> Option<&OwnedFd> {
+    pub(crate) fn get(&self, path: &Path) -> Option<&OwnedFd> {
         self.0.iter().find(|(p, _)| p == path).map(|(_, fd)| fd)
     }
 }

@@ -34,7 +34,7 @@ use toolsrv_base::ProcessId;
 pub const SERVER_TMPDIR_VAR: &str = "TOOLSRV_TMPDIR";
 
 /// `<tmp>/toolsrv-<uid>`: the parent of every server's directory.
-pub fn user_base(tmp: &Path) -> PathBuf {
+pub(crate) fn user_base(tmp: &Path) -> PathBuf {
     tmp.join(format!("toolsrv-{}", toolsrv_base::effective_uid()))
 }
 

@@ -7,16 +7,12 @@
 mod spawn_support;
 
 use spawn_support::{base_rules, confine, sh};
-use toolsrv_sandbox::spawn::ExitStatus;
+use toolsrv_sandbox::ExitStatus;
 
 const EPERM: &str = "Operation not permitted";
 
 /// A scratch directory covered by an `rw` rule, and the confinement.
-fn setup() -> (
-    tempfile::TempDir,
-    String,
-    toolsrv_sandbox::confine::Confinement,
-) {
+fn setup() -> (tempfile::TempDir, String, toolsrv_sandbox::Confinement) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rules = base_rules();
     rules.rw.push(dir.path().to_path_buf());

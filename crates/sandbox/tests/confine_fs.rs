@@ -7,9 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use spawn_support::{base_rules, confine, run, run_probe, sh};
-use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::rules::ResolvedRules;
-use toolsrv_sandbox::spawn::ExitStatus;
+use toolsrv_sandbox::Confinement;
+use toolsrv_sandbox::ExitStatus;
+use toolsrv_sandbox::ResolvedRules;
 
 const DENIED: &str = "Permission denied";
 

@@ -5,7 +5,7 @@ mod spawn_support;
 use std::path::PathBuf;
 
 use spawn_support::base_rules;
-use toolsrv_sandbox::confine::{landlock_abi, Confinement};
+use toolsrv_sandbox::{landlock_abi, Confinement};
 
 #[test]
 fn landlock_abi_is_detected() {

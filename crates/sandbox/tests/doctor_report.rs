@@ -3,10 +3,10 @@
 //! Landlock, user namespaces refused); `crates/toolsrv/tests/doctor.rs`
 //! checks the real host and a real server.
 
-use toolsrv_sandbox::contain::Enforcement;
-use toolsrv_sandbox::doctor::{Facts, Report, Source};
-use toolsrv_sandbox::identity::Mode;
-use toolsrv_sandbox::policy::Policy;
+use toolsrv_sandbox::Enforcement;
+use toolsrv_sandbox::Mode;
+use toolsrv_sandbox::Policy;
+use toolsrv_sandbox::{Facts, Report, Source};
 
 /// A host that has everything.
 fn complete() -> Facts {
@@ -210,7 +210,7 @@ fn the_report_round_trips_through_json() {
 
 #[test]
 fn a_root_servers_tools_that_run_as_root_are_missing_their_own_ids() {
-    use toolsrv_sandbox::doctor::ToolIds;
+    use toolsrv_sandbox::ToolIds;
     let mut f = complete();
     f.ids = (0, 0);
     f.identity = Mode::RootToolNamespace;

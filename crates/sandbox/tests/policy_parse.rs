@@ -1,7 +1,7 @@
 //! Parsing of `sandbox.yaml`: every section, defaults, and errors with file and line.
 
 use std::path::Path;
-use toolsrv_sandbox::policy::{Policy, PolicyError, DEFAULT_POLICY};
+use toolsrv_sandbox::{Policy, PolicyError, DEFAULT_POLICY};
 
 fn parse(text: &str) -> Result<Policy, PolicyError> {
     Policy::parse(text, Path::new("/x/sandbox.yaml"))

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use toolsrv_sandbox::policy::{PathContext, Policy};
+use toolsrv_sandbox::{PathContext, Policy};
 
 fn canon(p: &Path) -> PathBuf {
     fs::canonicalize(p).expect("canonicalize")
@@ -244,7 +244,7 @@ fn the_servers_own_tmpdir_wins_and_an_empty_one_means_none() {
     let root = tempfile::tempdir().expect("tempdir");
     let own = root.path().join("toolsrv-x/123-456");
     std::fs::create_dir_all(&own).expect("mkdir");
-    let var = toolsrv_sandbox::tmpdir::SERVER_TMPDIR_VAR;
+    let var = toolsrv_sandbox::SERVER_TMPDIR_VAR;
     let c = ctx(Path::new("/"), &[("TMPDIR", root.path()), (var, &own)]);
     assert_eq!(c.expand("{TOOLSRV_TMPDIR}").expect("expands"), own);
     let c = ctx(
@@ -260,7 +260,7 @@ fn the_servers_own_tmpdir_wins_and_an_empty_one_means_none() {
 #[test]
 fn workspace_is_the_opened_base_and_defaults_to_cwd() {
     use std::sync::Arc;
-    use toolsrv_sandbox::workdir::WorkDir;
+    use toolsrv_sandbox::WorkDir;
     let root = tempfile::tempdir().expect("tempdir");
     let ws = canon(root.path());
     fs::create_dir_all(ws.join("src/deep")).expect("mkdir");

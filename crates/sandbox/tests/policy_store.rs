@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
-use toolsrv_sandbox::policy::{write_default, Policy, PolicyError, PolicyStore, DEFAULT_POLICY};
+use toolsrv_sandbox::{write_default, Policy, PolicyError, PolicyStore, DEFAULT_POLICY};
 
 /// Writes `text` and moves the mtime forward explicitly so the change is seen
 /// even within the filesystem's timestamp granularity.

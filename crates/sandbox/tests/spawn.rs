@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use spawn_support::{run, run_probe, sh, start, status_field, wait_gone};
-use toolsrv_sandbox::spawn::ExitStatus;
+use toolsrv_sandbox::ExitStatus;
 
 #[test]
 fn echo_output_reaches_the_pipe() {

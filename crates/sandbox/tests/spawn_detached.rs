@@ -8,7 +8,7 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 
 use spawn_support::start_with;
-use toolsrv_sandbox::spawn::{spawn_detached, Child, ExitStatus, SpawnError};
+use toolsrv_sandbox::{spawn_detached, Child, ExitStatus, SpawnError};
 
 /// Starts `argv` detached, with `env` added to the test environment, writing
 /// into a fresh pipe.

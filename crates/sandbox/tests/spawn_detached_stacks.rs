@@ -7,7 +7,7 @@ mod spawn_support;
 use std::time::{Duration, Instant};
 
 use spawn_support::start_with;
-use toolsrv_sandbox::spawn::{spawn_detached, ExitStatus};
+use toolsrv_sandbox::{spawn_detached, ExitStatus};
 
 fn mappings() -> usize {
     std::fs::read_to_string("/proc/self/maps")

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
 use spawn_support::{base_rules, confine, start_with_files};
-use toolsrv_sandbox::spawn::{spawn, spawn_detached, Child, ExitStatus, SpawnError, SpawnSpec};
+use toolsrv_sandbox::{spawn, spawn_detached, Child, ExitStatus, SpawnError, SpawnSpec};
 
 /// An anonymous file (`memfd_create`, as the server makes them) holding
 /// `text`, rewound.
@@ -89,7 +89,7 @@ fn a_confined_tool_reads_its_argument_files_and_has_no_other_descriptor() {
 
 #[test]
 fn more_files_than_the_spawn_passes_are_refused() {
-    let files: Vec<_> = (0..toolsrv_sandbox::spawn::MAX_FILES + 1)
+    let files: Vec<_> = (0..toolsrv_sandbox::MAX_FILES + 1)
         .map(|_| file_with("x"))
         .collect();
     let fds: Vec<_> = files.iter().map(AsFd::as_fd).collect();

@@ -5,13 +5,13 @@
 mod spawn_support;
 
 use spawn_support::{run, sh, status_field};
-use toolsrv_sandbox::spawn::ExitStatus;
+use toolsrv_sandbox::ExitStatus;
 
 extern "C" fn noop_handler(_: libc::c_int) {}
 
 #[test]
 fn without_clone3_tools_still_start_with_default_signals_and_an_empty_mask() {
-    toolsrv_sandbox::spawn::disable_clone3();
+    toolsrv_sandbox::disable_clone3();
     // A handler in the parent, as tokio installs for SIGCHLD/SIGTERM: the tool
     // must not inherit it (nor SIGPIPE ignored by the Rust runtime).
     // Safety: installs a handler that does nothing, for SIGUSR1 in this test process.

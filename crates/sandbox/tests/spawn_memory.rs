@@ -7,7 +7,7 @@ mod spawn_support;
 use std::time::Instant;
 
 use spawn_support::run;
-use toolsrv_sandbox::spawn::ExitStatus;
+use toolsrv_sandbox::ExitStatus;
 
 const SPAWNS: u32 = 100;
 
@@ -49,8 +49,8 @@ fn spawn_works_with_256_mib_of_touched_memory() {
     assert!(sum > 0);
     println!("spawns/s: idle {idle:.0}, with 256 MiB touched {loaded:.0}");
     let prep_start = Instant::now();
-    let confinement = toolsrv_sandbox::confine::Confinement::prepare(&spawn_support::base_rules())
-        .expect("prepare");
+    let confinement =
+        toolsrv_sandbox::Confinement::prepare(&spawn_support::base_rules()).expect("prepare");
     let prepare_us = prep_start.elapsed().as_micros();
     let start = Instant::now();
     for _ in 0..SPAWNS {

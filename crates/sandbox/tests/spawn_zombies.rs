@@ -4,7 +4,7 @@
 mod spawn_support;
 
 use spawn_support::run;
-use toolsrv_sandbox::spawn::ExitStatus;
+use toolsrv_sandbox::ExitStatus;
 
 /// Children of this process (any thread) in state Z.
 fn zombie_children() -> Vec<i32> {
@@ -33,7 +33,7 @@ fn open_fds() -> usize {
 fn two_hundred_spawns_leave_no_zombies_or_descriptors() {
     // The one `/dev/null` descriptor all spawns share is opened up front (the
     // server does this at startup); nothing else may stay open.
-    toolsrv_sandbox::spawn::preopen().expect("open /dev/null");
+    toolsrv_sandbox::preopen().expect("open /dev/null");
     let fds_before = open_fds();
     for i in 0..200 {
         if i % 4 == 3 {

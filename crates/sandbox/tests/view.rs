@@ -10,9 +10,9 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use spawn_support::{cstr, pipe, test_env};
-use toolsrv_sandbox::policy::PathContext;
-use toolsrv_sandbox::spawn::{spawn, ExitStatus, SpawnSpec};
-use toolsrv_sandbox::view::{RulePaths, ServerFiles, Sources, View};
+use toolsrv_sandbox::PathContext;
+use toolsrv_sandbox::{spawn, ExitStatus, SpawnSpec};
+use toolsrv_sandbox::{RulePaths, ServerFiles, Sources, View};
 
 /// Runs `sh -c script` inside `view`, in its workspace: (status, output).
 fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
@@ -73,7 +73,7 @@ fn system_rules(writable: Vec<PathBuf>) -> RulePaths {
             .collect(),
         links: named
             .iter()
-            .flat_map(|p| toolsrv_sandbox::view::links_along(Path::new(p)))
+            .flat_map(|p| toolsrv_sandbox::links_along(Path::new(p)))
             .collect(),
         cow: Vec::new(),
     }

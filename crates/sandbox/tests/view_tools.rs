@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spawn_support::{cstr, pipe, test_env};
-use toolsrv_sandbox::identity::tools::{self, ToolNamespace};
-use toolsrv_sandbox::policy::PathContext;
-use toolsrv_sandbox::spawn::{spawn, ExitStatus, SpawnSpec};
-use toolsrv_sandbox::view::{RulePaths, ServerFiles, Sources, View};
+use toolsrv_sandbox::PathContext;
+use toolsrv_sandbox::{spawn, ExitStatus, SpawnSpec};
+use toolsrv_sandbox::{tools, ToolNamespace};
+use toolsrv_sandbox::{RulePaths, ServerFiles, Sources, View};
 
 /// Runs `sh -c script` inside `view` (and its tools' namespace), in its
 /// workspace: (status, output).
@@ -92,7 +92,7 @@ fn tools_in_their_own_user_namespace_read_by_permission_and_write_as_root() {
             readable,
             links: named
                 .iter()
-                .flat_map(|p| toolsrv_sandbox::view::links_along(Path::new(p)))
+                .flat_map(|p| toolsrv_sandbox::links_along(Path::new(p)))
                 .collect(),
             cow: Vec::new(),
         },

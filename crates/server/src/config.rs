@@ -59,10 +59,10 @@ pub struct Config {
     /// What this server set up to confine its tools with (the `doctor`
     /// file); `None`: probed when the server starts. Set by
     /// [`crate::Daemon::prepare`].
-    pub(crate) facts: Option<toolsrv_sandbox::doctor::Facts>,
+    pub(crate) facts: Option<toolsrv_sandbox::Facts>,
     /// How the filesystem is protected for sandboxed runs (probed by
     /// [`crate::Daemon::prepare`]; `LandlockOnly` here by default).
-    pub(crate) filesystem: toolsrv_sandbox::view::Mechanism,
+    pub(crate) filesystem: toolsrv_sandbox::ViewMechanism,
     /// Whether the server registers in the per-user registry and makes a
     /// temporary directory of its own (`crate::presence`): set by
     /// [`crate::Daemon::prepare`]; a server made in-process (tests) shares
@@ -125,7 +125,7 @@ impl Config {
                 max_background_per_agent: Self::MAX_BACKGROUND as usize,
             },
             facts: None,
-            filesystem: toolsrv_sandbox::view::Mechanism::LandlockOnly("not probed".to_string()),
+            filesystem: toolsrv_sandbox::ViewMechanism::LandlockOnly("not probed".to_string()),
             presence: false,
         }
     }

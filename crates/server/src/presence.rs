@@ -5,7 +5,7 @@
 //!   files it hides from its own tools, so every other server of the user
 //!   hides them from theirs and takes this server's runs for tools;
 //! - its **temporary directory**, `{TOOLSRV_TMPDIR}`
-//!   (`toolsrv_sandbox::tmpdir`): `<TMPDIR>/toolsrv-<uid>/<pid>-<start>`.
+//!   (`toolsrv_sandbox::ServerTmp`): `<TMPDIR>/toolsrv-<uid>/<pid>-<start>`.
 //!
 //! At startup, before its first view is built, it makes the per-user
 //! directory (so that the view hides it from the start, the secrets a
@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use toolsrv_base::registry::{self, Registration};
 use toolsrv_base::{LockUnpoisoned, ProcessId};
-use toolsrv_sandbox::tmpdir::ServerTmp;
+use toolsrv_sandbox::ServerTmp;
 
 /// A server's registry entry and temporary directory.
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ impl Presence {
         let cleanup = std::thread::Builder::new()
             .name("toolsrv-tmp-cleanup".into())
             .spawn(move || {
-                let stale = toolsrv_sandbox::tmpdir::remove_stale(&base);
+                let stale = toolsrv_sandbox::remove_stale(&base);
                 if stale > 0 {
                     tracing::info!(
                         removed = stale,

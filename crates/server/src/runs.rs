@@ -14,7 +14,7 @@
 //!   tool can unregister its server or add a decoy;
 //! - **cgroup**: the peer lives in a run group of some server, a cgroup
 //!   path with a `toolsrv.<pid>` component followed by a `run.<n>` one (the
-//!   layout of `toolsrv_sandbox::contain`). A process leaves its cgroup only
+//!   layout of `crates/sandbox/src/contain/`). A process leaves its cgroup only
 //!   by writing a `cgroup.procs` above it, which no rule of the built-in
 //!   policy grants; this also marks the survivors of a server killed before
 //!   its successor cleaned up, whose ancestry no longer shows it.

@@ -17,7 +17,7 @@ use crate::exec::{Executor, Prepared, Refused, Served};
 use crate::procs::{ProcSpec, ProcTable};
 use crate::registry::Registry;
 use toolsrv_protocol::{ProcState, ToolResult};
-use toolsrv_sandbox::policy::PolicyStore;
+use toolsrv_sandbox::PolicyStore;
 
 /// The server's own files, which no sandbox rule may reach (docs/policy-format.md, "Protected paths").
 /// Hidden: the socket (a tool that connects to it approves its own bypass;
@@ -34,7 +34,7 @@ fn server_files(
     config: &Config,
     tools_dir: &std::path::Path,
     registry: Option<std::path::PathBuf>,
-) -> toolsrv_sandbox::view::ServerFiles {
+) -> toolsrv_sandbox::ServerFiles {
     let mut secret = config.listen.clone().into_os_string();
     secret.push(".secret");
     let mut mcp_token = config.listen.clone().into_os_string();
@@ -67,7 +67,7 @@ fn server_files(
     .chain(config.builtin_cache.clone())
     .chain(std::env::current_exe().ok())
     .collect();
-    toolsrv_sandbox::view::ServerFiles {
+    toolsrv_sandbox::ServerFiles {
         hidden,
         read_only,
         shown,
@@ -101,7 +101,7 @@ pub struct Server {
     /// Open connections and when the server was last busy (idle monitor).
     pub(crate) activity: crate::activity::Activity,
     /// What the server confines its tools with (the `doctor` file).
-    pub(crate) facts: toolsrv_sandbox::doctor::Facts,
+    pub(crate) facts: toolsrv_sandbox::Facts,
     /// Its registry entry and temporary directory, taken away at shutdown.
     pub(crate) presence: crate::presence::Presence,
     /// Where the built-in tools were written when the tools directory does not
@@ -139,7 +139,7 @@ impl Server {
         config: Config,
         policy: PolicyStore,
         watchdog: Option<Arc<crate::watchdog::Watchdog>>,
-        containment: Arc<toolsrv_sandbox::contain::Containment>,
+        containment: Arc<toolsrv_sandbox::Containment>,
         watch: crate::watch::Watch,
     ) -> std::io::Result<Arc<Server>> {
         let (tools_dir, builtin_dir) = if config.tools_dir.is_dir() {
@@ -163,8 +163,8 @@ impl Server {
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
         let facts = config.facts.clone().unwrap_or_else(|| {
-            let mut f = toolsrv_sandbox::doctor::Facts::host(None, None, None);
-            f.source = toolsrv_sandbox::doctor::Source::Server;
+            let mut f = toolsrv_sandbox::Facts::host(None, None, None);
+            f.source = toolsrv_sandbox::Source::Server;
             f.containment = containment.enforcement();
             f.unconfined = config.yolo;
             f
@@ -189,7 +189,7 @@ impl Server {
             // `{TOOLSRV_TMPDIR}` is this server's own directory (none: empty).
             let dir = p.tmpdir.as_ref().map(|d| d.display().to_string());
             executor.own_env.insert(
-                toolsrv_sandbox::tmpdir::SERVER_TMPDIR_VAR.to_string(),
+                toolsrv_sandbox::SERVER_TMPDIR_VAR.to_string(),
                 dir.unwrap_or_default(),
             );
             p

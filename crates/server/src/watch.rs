@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toolsrv_sandbox::contain::Mechanism as Containment;
+use toolsrv_sandbox::ContainMechanism as Containment;
 use toolsrv_watch::{Mechanism, Quarantine, ToolsPidNs, Watcher};
 
 pub(crate) use toolsrv_watch::FORCE_ENV;

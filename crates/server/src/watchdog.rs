@@ -10,7 +10,7 @@
 //! call). The watchdog blocks reading a pipe that toolsrv never writes; when
 //! toolsrv dies, for whatever reason, the read sees end of file and the watchdog
 //! sends SIGKILL to every group still in the table, kills everything in the
-//! server's cgroups and removes them ([`toolsrv_sandbox::contain::teardown`]),
+//! server's cgroups and removes them ([`toolsrv_sandbox::teardown`]),
 //! then exits.
 //!
 //! Where runs are contained by PID namespaces, a group id is not enough: the
@@ -270,7 +270,7 @@ unsafe fn watch(
             crate::leaders::kill_if_same(g, table.start(i).load(Ordering::Acquire));
         }
     }
-    toolsrv_sandbox::contain::teardown(groups, std::time::Duration::from_secs(3));
+    toolsrv_sandbox::teardown(groups, std::time::Duration::from_secs(3));
     if let Some((path, dev, ino)) = record {
         // Only the file this table lives in: a server started on the socket
         // since then has put its own there.

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use toolsrv_sandbox::doctor::{Facts, Report};
-use toolsrv_sandbox::policy::PolicyStore;
+use toolsrv_sandbox::PolicyStore;
+use toolsrv_sandbox::{Facts, Report};
 
 use crate::cli::Global;
 use crate::output::{for_terminal, outln};
@@ -35,10 +35,10 @@ fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
     let (policy, path, broken) = policy(sandbox)?;
     // Probed before any thread exists (the namespace probes fork).
     let facts = Facts::host(
-        std::env::var(toolsrv_sandbox::contain::FORCE_ENV)
+        std::env::var(toolsrv_sandbox::CONTAIN_FORCE_ENV)
             .ok()
             .as_deref(),
-        std::env::var(toolsrv_sandbox::identity::FORCE_ENV)
+        std::env::var(toolsrv_sandbox::IDENTITY_FORCE_ENV)
             .ok()
             .as_deref(),
         std::env::var(toolsrv_watch::FORCE_ENV).ok().as_deref(),
@@ -46,7 +46,7 @@ fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
     let mut host = Report::evaluate(&facts, &policy.current(), path.as_deref());
     if let Some(why) = &broken {
         // What a server started now would do: refuse to start.
-        host.missing.push(toolsrv_sandbox::doctor::Missing {
+        host.missing.push(toolsrv_sandbox::Missing {
             what: format!(
                 "the policy file does not parse: {why}; a server started with it refuses to start, and one running keeps the version it loaded (its report below, with --socket, says when)"
             ),
@@ -104,7 +104,7 @@ fn policy(sandbox: Option<PathBuf>) -> Result<(PolicyStore, Option<String>, Opti
     match path {
         Some(p) => match PolicyStore::open(&p) {
             Ok(store) => Ok((store, Some(p.display().to_string()), None)),
-            Err(e @ toolsrv_sandbox::policy::PolicyError::Io { .. }) => {
+            Err(e @ toolsrv_sandbox::PolicyError::Io { .. }) => {
                 Err(e).with_context(|| format!("policy {}", p.display()))
             }
             Err(e) => Ok((
@@ -141,8 +141,8 @@ fn print_report(r: &Report, whose: &str) -> Result<()> {
     outln!(
         "{whose} ({}), policy {policy} (best_effort: {}):",
         match r.source {
-            toolsrv_sandbox::doctor::Source::Host => "probed now",
-            toolsrv_sandbox::doctor::Source::Server => "as the server reports it",
+            toolsrv_sandbox::Source::Host => "probed now",
+            toolsrv_sandbox::Source::Server => "as the server reports it",
         },
         r.policy.best_effort
     )?;

@@ -33,7 +33,7 @@ fn run(dir: Option<PathBuf>) -> Result<()> {
     let is_default = dir == config_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut wrote = Vec::new();
-    if let Some(p) = toolsrv_sandbox::policy::write_default(&dir)
+    if let Some(p) = toolsrv_sandbox::write_default(&dir)
         .with_context(|| format!("cannot write {}", dir.join("sandbox.yaml").display()))?
     {
         wrote.push(p);
@@ -77,7 +77,7 @@ fn not_written(dir: &Path, tools: &Path, wrote: &[PathBuf]) -> Vec<String> {
     if !wrote.contains(&policy) {
         found.extend(kept(
             &policy,
-            toolsrv_sandbox::policy::DEFAULT_POLICY.as_bytes(),
+            toolsrv_sandbox::DEFAULT_POLICY.as_bytes(),
             "the built-in policy",
         ));
     }

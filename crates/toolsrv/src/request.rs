@@ -78,7 +78,7 @@ pub(crate) async fn start_bg(client: &Client, global: &Global, a: &CallArgs) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolsrv_sandbox::workdir::WorkDirError;
+    use toolsrv_sandbox::WorkDirError;
 
     /// The server's texts are the sandbox's `WorkDirError`: the two it may
     /// retry are recognised, the others are not.

@@ -33,7 +33,7 @@ const VERSION_3: u32 = 0x2008_0522;
 ///   bits of a file a tool writes to or truncates, so an existing set-id
 ///   file cannot be given new content (setting the bits is the seccomp
 ///   filter's part).
-pub const KEEP: &[u32] = &[0, 1, 3, 5, 6, 7, 10, 18];
+pub(crate) const KEEP: &[u32] = &[0, 1, 3, 5, 6, 7, 10, 18];
 
 /// `struct __user_cap_header_struct`.
 #[repr(C)]
@@ -54,14 +54,14 @@ pub(crate) const HEADER: Header = Header {
 /// `struct __user_cap_data_struct`: one 32-bit word of each set.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CapData {
+pub(crate) struct CapData {
     effective: u32,
     permitted: u32,
     inheritable: u32,
 }
 
 /// The two words of each set, as `capget`/`capset` exchange them.
-pub type Caps = [CapData; 2];
+pub(crate) type Caps = [CapData; 2];
 
 /// The capabilities of the calling thread.
 fn current() -> io::Result<Caps> {
@@ -87,7 +87,7 @@ const SETID: [u32; 2] = [6, 7];
 /// [`KEEP`], none inheritable. `None` when that changes nothing (a server
 /// that is neither root nor in its own user namespace usually holds no
 /// capabilities at all).
-pub fn reduced() -> io::Result<Option<Caps>> {
+pub(crate) fn reduced() -> io::Result<Option<Caps>> {
     reduced_to(keep_mask())
 }
 
@@ -96,7 +96,7 @@ pub fn reduced() -> io::Result<Option<Caps>> {
 /// kernel clears the parent-death signal on any change of the effective or
 /// file-system ids, `setegid(1); setegid(0)` included). Always `Some` when
 /// the current set holds either.
-pub fn reduced_without_setid() -> io::Result<Option<Caps>> {
+pub(crate) fn reduced_without_setid() -> io::Result<Option<Caps>> {
     let mut mask = keep_mask();
     for cap in SETID {
         mask[(cap / 32) as usize] &= !(1 << (cap % 32));

@@ -35,9 +35,10 @@ pub(crate) mod sys;
 use std::path::PathBuf;
 
 pub use cleanup::teardown;
-pub use probe::{probe, Enforcement};
-pub use run::{Ended, Run};
-pub use toolsrv_protocol::{LimitName, Limits};
+pub(crate) use probe::probe;
+pub use probe::Enforcement;
+pub use run::Run;
+pub(crate) use toolsrv_protocol::{LimitName, Limits};
 
 use crate::identity::IdMaps;
 use hierarchy::Cgroups;

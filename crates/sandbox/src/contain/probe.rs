@@ -56,7 +56,7 @@ impl Enforcement {
 
 impl Mechanism {
     /// The stable name of the mechanism (`toolsrv doctor --json`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mechanism::Cgroup => "cgroup",
             Mechanism::PidNamespace { user: false } => "pid-namespace",
@@ -88,7 +88,7 @@ pub(crate) fn without_cgroups(mechanism: Mechanism, root: bool) -> Enforcement {
 /// of [`FORCE_ENV`]) and `may_create_namespaces` (root, or a server that
 /// can enter its own user namespace). Reads the cgroup files and checks
 /// write access only: makes, moves and removes nothing.
-pub fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforcement {
+pub(crate) fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforcement {
     let root = crate::contain::sys::is_root();
     let namespaces = || {
         without_cgroups(

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use super::sys;
 
 /// How many ids are mapped (tool uids and gids `0..COUNT`).
-pub const COUNT: u32 = 65_536;
+pub(crate) const COUNT: u32 = 65_536;
 
 /// The first host id tried for tool id 0: `0x78000000`. systemd's table of
 /// uid ranges (systemd.io/UIDS-GIDS) leaves 1879048192–2147483647 unused:
@@ -27,7 +27,7 @@ pub const COUNT: u32 = 65_536;
 /// hands out subordinate ids from 100000 to 600100000 (`SUB_UID_MIN`,
 /// `SUB_UID_MAX`), LXD and Incus from 1000000 to 1001000000. The middle of
 /// the unused range keeps clear of both ends.
-pub const FIRST_BASE: u32 = 0x7800_0000;
+pub(crate) const FIRST_BASE: u32 = 0x7800_0000;
 /// The last base tried: ranges stay below systemd's foreign range.
 const LAST_BASE: u32 = 0x7FFD_0000;
 
@@ -82,7 +82,7 @@ fn first_free(taken: &[(u64, u64)]) -> Option<u32> {
     None
 }
 
-/// The host range for tool ids: the first free one from [`FIRST_BASE`]
+/// The host range for tool ids: the first free one from `FIRST_BASE`
 /// given the subordinate ranges (`/etc/subuid`, `/etc/subgid`) and the ids
 /// of the user and group databases (`/etc/passwd`, `/etc/group`; files
 /// that do not exist allocate nothing). Deterministic, so every root server
@@ -125,17 +125,17 @@ impl ToolNamespace {
     }
 
     /// The namespace (`setns` in the child, `MOUNT_ATTR_IDMAP` of a bind).
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.ns.as_fd()
     }
 
     /// The host uid (and gid) of tool id 0.
-    pub fn base(&self) -> u32 {
+    pub(crate) fn base(&self) -> u32 {
         self.base
     }
 
     /// How many ids are mapped.
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         COUNT
     }
 }

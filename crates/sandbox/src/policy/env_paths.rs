@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::{PathContext, Policy};
 
 /// Variables whose paths are not granted this way (see the module).
-pub const NOT_GRANTED: &[&str] = &[
+pub(crate) const NOT_GRANTED: &[&str] = &[
     "PATH",
     "HOME",
     "PWD",
@@ -40,7 +40,7 @@ pub const NOT_GRANTED: &[&str] = &[
 impl Policy {
     /// The absolute paths the passed-through variables name, as written
     /// (not checked for existence), with the variable each came from.
-    pub fn env_named_paths(&self, ctx: &PathContext) -> Vec<(String, PathBuf)> {
+    pub(crate) fn env_named_paths(&self, ctx: &PathContext) -> Vec<(String, PathBuf)> {
         let home = ctx.env.get("HOME").map(PathBuf::from);
         let mut out = Vec::new();
         for name in &self.env {

@@ -9,7 +9,7 @@
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
-pub use toolsrv_protocol::Limits;
+pub(crate) use toolsrv_protocol::Limits;
 
 /// A parsed `sandbox.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -94,10 +94,10 @@ pub struct Filesystem {
     /// Paths or globs (`*` within a name, `**` across directories) hidden
     /// from every rule, added to the built-in list (docs/policy-format.md, "Protected paths").
     #[serde(deserialize_with = "paths")]
-    pub deny_read: Vec<String>,
+    pub(crate) deny_read: Vec<String>,
     /// Paths or globs read-only under every rule, added to the built-in list.
     #[serde(deserialize_with = "paths")]
-    pub deny_write: Vec<String>,
+    pub(crate) deny_write: Vec<String>,
 }
 
 /// `network:` section.
@@ -140,7 +140,7 @@ pub struct Advanced {
     /// session keyring is its own either way; the user's keyrings (`@u`,
     /// the persistent keyring) are then shared with the human.
     #[serde(deserialize_with = "null_default")]
-    pub keyrings: bool,
+    pub(crate) keyrings: bool,
 }
 
 /// `validation:` section.

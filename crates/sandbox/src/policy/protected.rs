@@ -28,7 +28,7 @@ use super::PathContext;
 /// The protected paths, as patterns: `*` in the last component matches any
 /// run of characters. Credential stores that are readable by root only on
 /// common Linux systems.
-pub const PROTECTED: &[&str] = &[
+pub(crate) const PROTECTED: &[&str] = &[
     "/etc/shadow",
     "/etc/shadow-",
     "/etc/gshadow",
@@ -49,7 +49,7 @@ pub const PROTECTED: &[&str] = &[
 /// readable ones included, whether they exist or not (a tool must not plant
 /// `~/.ssh/authorized_keys` or `~/.ssh/config` either). The list is in
 /// docs/sandbox-policy.md.
-pub const CREDENTIAL_STORES: &[&str] = &[
+pub(crate) const CREDENTIAL_STORES: &[&str] = &[
     "~/.ssh",
     "~/.gnupg",
     "~/.aws",
@@ -94,17 +94,18 @@ pub const CREDENTIAL_STORES: &[&str] = &[
 /// files; on the remote host the remote server's state directory). Hidden:
 /// carved like [`CREDENTIAL_STORES`], whether they exist or not. Where
 /// `toolsrv remote` puts its files is in docs/remote.md.
-pub const TOOLSRV_STATE: &[&str] = &["{XDG_RUNTIME_DIR}/toolsrv", "{XDG_STATE_HOME}/toolsrv"];
+pub(crate) const TOOLSRV_STATE: &[&str] =
+    &["{XDG_RUNTIME_DIR}/toolsrv", "{XDG_STATE_HOME}/toolsrv"];
 
 /// What `toolsrv remote` installs on a remote host (policy path syntax): the
 /// server binaries and the content-addressed store of configuration files
 /// they are configured from. Read-only under docs/policy-format.md, "Protected paths"; carving (the only
 /// protection Landlock alone gives) hides them, which is stricter.
-pub const TOOLSRV_BINARIES: &[&str] = &["{XDG_DATA_HOME}/toolsrv"];
+pub(crate) const TOOLSRV_BINARIES: &[&str] = &["{XDG_DATA_HOME}/toolsrv"];
 
 /// Every path to carve for a resolution in `ctx`, canonical, sorted and
-/// deduplicated: the readable [`PROTECTED`] files, the
-/// [`CREDENTIAL_STORES`], [`TOOLSRV_STATE`] and [`TOOLSRV_BINARIES`] of
+/// deduplicated: the readable `PROTECTED` files, the
+/// `CREDENTIAL_STORES`, `TOOLSRV_STATE` and `TOOLSRV_BINARIES` of
 /// `ctx`'s environment, and `server_files` (absolute paths; relative ones are
 /// ignored). Paths that do not exist are included (see the module doc).
 pub fn carved_paths(ctx: &PathContext, server_files: &[PathBuf]) -> Vec<PathBuf> {
@@ -180,7 +181,7 @@ pub(crate) fn anchor(dir: &Path) -> Option<PathBuf> {
 /// either. A server that does not run as root usually carves nothing, and
 /// pays nothing for this (a carved `/etc` is ~140 rules, which the kernel
 /// copies into every sandboxed tool: ~60 µs per run on the 2-core test VM).
-pub fn existing_protected() -> Vec<PathBuf> {
+pub(crate) fn existing_protected() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for pattern in PROTECTED {
         let pattern = Path::new(pattern);
@@ -241,7 +242,7 @@ pub(crate) fn name_matches(pattern: &str, name: &str) -> bool {
 /// minus symbolic links (a path through a link is checked against the rules
 /// for its target, as it was under the directory's rule). Each replaced
 /// directory is pushed onto `list`, to keep its contents listable.
-pub fn carve(
+pub(crate) fn carve(
     granted: Vec<PathBuf>,
     protected: &[PathBuf],
     list: &mut Vec<PathBuf>,

@@ -51,25 +51,6 @@ impl Policy {
         self.resolve_with(ctx, exec_paths, None)
     }
 
-    /// The symbolic links met on the way to every rule path as the policy
-    /// names it (`/lib64 -> usr/lib64`): a filesystem view recreates the
-    /// ones outside its binds, so that the names programs use resolve.
-    pub fn rule_links(&self, ctx: &PathContext) -> Vec<crate::view::Link> {
-        let fs = &self.filesystem;
-        let mut out: Vec<crate::view::Link> = fs
-            .ro
-            .iter()
-            .chain(&fs.rox)
-            .chain(&fs.rw)
-            .chain(&fs.rwx)
-            .filter_map(|raw| ctx.expand(raw).ok())
-            .flat_map(|p| crate::view::links_along(&p))
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    }
-
     /// `filesystem.deny_read` and `deny_write`, expanded (absolute; globs
     /// kept as written).
     pub fn deny_lists(&self, ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
@@ -97,7 +78,7 @@ impl Policy {
         let mut out = Vec::new();
         let mut truncated = false;
         for p in read.into_iter().chain(write) {
-            match crate::view::glob::Glob::parse(&p) {
+            match super::glob::Glob::parse(&p) {
                 Some(g) => out.extend(g.expand(&mut truncated)),
                 None => out.push(p),
             }

@@ -47,18 +47,18 @@ pub struct SpawnSpec<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Join {
     /// A cgroup v2 directory to start the child in (`CLONE_INTO_CGROUP`), or -1.
-    pub cgroup: RawFd,
+    pub(crate) cgroup: RawFd,
     /// That group's `cgroup.procs`, written by the child where the kernel
     /// refuses `CLONE_INTO_CGROUP` (or has no `clone3`), or -1.
-    pub cgroup_procs: RawFd,
+    pub(crate) cgroup_procs: RawFd,
     /// cgroup v1 `cgroup.procs` files the child writes itself into, -1 unused.
-    pub procs: [RawFd; 3],
+    pub(crate) procs: [RawFd; 3],
     /// `(resource, value)` pairs set as both soft and hard limit; resource -1 unused.
-    pub rlimits: [(i32, u64); 4],
+    pub(crate) rlimits: [(i32, u64); 4],
     /// Start the child as the first process of a new PID namespace.
-    pub new_pid_ns: bool,
+    pub(crate) new_pid_ns: bool,
     /// ... and of a new user namespace (a server without CAP_SYS_ADMIN).
-    pub new_user_ns: bool,
+    pub(crate) new_user_ns: bool,
     /// The spawning thread's children are born in a PID namespace its
     /// process is not in (the server's tools PID namespace, crate
     /// `toolsrv-watch`): the child reads its parent's pid as 0, and a parent
@@ -68,7 +68,7 @@ pub struct Join {
     /// With `new_user_ns`: the server's uid and gid, which the child maps to
     /// themselves in its new user namespace (docs/policy-format.md, "Protected paths": a tool sees its
     /// server's identity).
-    pub own_ids: Option<crate::identity::IdMaps>,
+    pub(crate) own_ids: Option<crate::identity::IdMaps>,
 }
 
 impl Default for Join {

@@ -12,7 +12,7 @@ use crate::policy::PathContext;
 
 /// The package and build caches the built-in policy grants writable (and
 /// a few more a policy may add), in policy path syntax.
-pub const CACHES: &[&str] = &[
+pub(crate) const CACHES: &[&str] = &[
     "~/.cargo/registry",
     "~/.cargo/git",
     "{CARGO_HOME}/registry",
@@ -37,7 +37,7 @@ pub const CACHES: &[&str] = &[
     "~/.gradle/caches",
 ];
 
-/// The caches of [`CACHES`] as they expand in `ctx`, canonical (those that
+/// The caches of `CACHES` as they expand in `ctx`, canonical (those that
 /// exist).
 pub fn expanded(ctx: &PathContext) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = CACHES
@@ -53,7 +53,7 @@ pub fn expanded(ctx: &PathContext) -> Vec<PathBuf> {
 /// Where the upper layer of the cache at `path` lives under `layers` (the
 /// server's layer directory): one directory per cache, named by the cache's
 /// path with `/` as `%` (unique, readable in a listing).
-pub fn layer_of(layers: &Path, path: &Path) -> PathBuf {
+pub(crate) fn layer_of(layers: &Path, path: &Path) -> PathBuf {
     let name: String = path
         .to_string_lossy()
         .trim_start_matches('/')

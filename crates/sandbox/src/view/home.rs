@@ -19,7 +19,7 @@ use crate::policy::PathContext;
 /// Paths under `$HOME` that some program the human runs later executes or
 /// takes its configuration from (beyond the shell start-up files, which are
 /// protected whether `$HOME` is writable or not).
-pub const RUN_LATER: &[&str] = &[
+pub(crate) const RUN_LATER: &[&str] = &[
     // git
     "~/.gitconfig",
     "~/.config/git",
@@ -79,7 +79,7 @@ pub const RUN_LATER: &[&str] = &[
 /// rule of `rules` (else none): each existing top-level dot entry, the
 /// [`RUN_LATER`] paths (existing or not), and each directory of `path` (the
 /// server's `PATH`) that lies under a dot entry of `home`.
-pub fn read_only_entries(
+pub(crate) fn read_only_entries(
     home: &Path,
     rules: &RulePaths,
     ctx: &PathContext,

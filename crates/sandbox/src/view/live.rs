@@ -30,20 +30,20 @@ use std::sync::Arc;
 
 /// What to add to a view.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Delta {
+pub(crate) struct Delta {
     /// New skeleton entries (mount points of new binds, their parents).
-    pub skeleton: Vec<Skel>,
+    pub(crate) skeleton: Vec<Skel>,
     /// New binds, outermost first.
-    pub binds: Vec<Bind>,
+    pub(crate) binds: Vec<Bind>,
     /// New pins.
-    pub pins: Vec<PathBuf>,
+    pub(crate) pins: Vec<PathBuf>,
     /// New or renewed covers, outermost first.
-    pub covers: Vec<Cover>,
+    pub(crate) covers: Vec<Cover>,
 }
 
 impl Delta {
     /// Whether there is nothing to do.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.skeleton.is_empty()
             && self.binds.is_empty()
             && self.pins.is_empty()

@@ -18,7 +18,8 @@
 //! view's runs join it ([`View::user_ns`]).
 //!
 //! - [`protected`]: the protected set and where it comes from;
-//! - [`glob`]: `deny_read` / `deny_write` globs;
+//! - `crate::policy::glob`: `deny_read` / `deny_write` globs (the
+//!   policy's, expanded here and by the Landlock-only fallback);
 //! - [`sockets`]: the host's bound pathname sockets;
 //! - [`plan`]: from the rules and the set to the skeleton and the mounts;
 //! - `build`: the mounts, on a dedicated thread; `sys`: their system calls.
@@ -27,14 +28,13 @@
 //! and the server falls back to carving (`policy::carved_paths`).
 
 mod build;
-pub mod caches;
-pub mod glob;
-pub mod home;
-pub mod live;
-pub mod plan;
-pub mod protected;
-pub mod rootonly;
-pub mod sockets;
+pub(crate) mod caches;
+pub(crate) mod home;
+pub(crate) mod live;
+pub(crate) mod plan;
+pub(crate) mod protected;
+pub(crate) mod rootonly;
+pub(crate) mod sockets;
 mod sys;
 
 use std::collections::HashMap;
@@ -46,8 +46,10 @@ use toolsrv_base::LockUnpoisoned;
 
 use crate::open::FileId;
 
-pub use plan::{links_along, Cover, Link, Plan, RulePaths};
-pub use protected::{Entry, Kind, ProtectedSet, ServerFiles, Sources};
+pub use plan::{links_along, RulePaths};
+pub(crate) use plan::{Cover, Plan};
+pub(crate) use protected::ProtectedSet;
+pub use protected::{Entry, Kind, ServerFiles, Sources};
 
 use crate::identity::ToolNamespace;
 use crate::workdir::WorkDir;
@@ -116,7 +118,10 @@ impl Mechanism {
 /// writable rule there gets them, `plan::Bind::id_map`): tried on a detached
 /// clone of its mount (with the mounts beneath it, then alone), which is
 /// dropped; changes nothing. `Err` says why not, or what beneath it refuses.
-pub fn id_maps_available(path: &std::path::Path, tools: &ToolNamespace) -> Result<(), String> {
+pub(crate) fn id_maps_available(
+    path: &std::path::Path,
+    tools: &ToolNamespace,
+) -> Result<(), String> {
     let fd = sys::clone_tree(path, true)
         .map_err(|e| format!("cannot clone the mount of {}: {e}", path.display()))?;
     match build::id_map(fd.as_fd(), tools.fd()) {
@@ -318,7 +323,7 @@ impl View {
 
     /// Brings the view up to date with `sources` (gathered again) in place,
     /// for the runs under way too: new binds, pins and covers are mounted in
-    /// its namespace (see [`live`]); nothing is taken away. A set that could
+    /// its namespace (see `view/live.rs`); nothing is taken away. A set that could
     /// not be gathered whole (`incomplete`) changes nothing.
     pub fn refresh(&self, sources: &Sources, extra: &[Entry]) -> Result<Refreshed, ViewError> {
         let set = ProtectedSet::gather(sources);

@@ -15,6 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::protected::{Entry, Kind, ProtectedSet};
+use crate::policy::{PathContext, Policy};
 
 /// A symbolic link on the way to a rule path (`/lib64 -> usr/lib64` on a
 /// merged-`/usr` system): recreated in the skeleton so that the names
@@ -22,9 +23,9 @@ use super::protected::{Entry, Kind, ProtectedSet};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Link {
     /// Where the link is (its parent canonical, its own name kept).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// What it says, as written.
-    pub target: PathBuf,
+    pub(crate) target: PathBuf,
 }
 
 /// The rule paths of a policy, resolved with `{CWD}` as the workspace.
@@ -58,7 +59,7 @@ pub struct Bind {
     pub dir: bool,
     /// What it is on the host (device, inode): a rule path removed and made
     /// again is a new bind.
-    pub id: (u64, u64),
+    pub(crate) id: (u64, u64),
     /// Copy-on-write: an overlay whose lower layer is the host's directory
     /// and whose upper layer (and work directory) are made under this
     /// directory of the server's own state.
@@ -67,14 +68,14 @@ pub struct Bind {
     /// a user namespace of their own: a writable rule (but a device node
     /// anyone may read and write), a tools directory, or a read-only rule
     /// naming a path others may not read.
-    pub id_map: bool,
+    pub(crate) id_map: bool,
 }
 
 /// Whether a read-only rule path with metadata `m` needs the tools' id maps
 /// to be read by a tool that is neither its owner nor in its group (a root
 /// server's tool in its own user namespace): a file others may not read (or,
 /// being a program, not run), a directory they may not list or enter.
-pub fn needs_id_map(m: &std::fs::Metadata) -> bool {
+pub(crate) fn needs_id_map(m: &std::fs::Metadata) -> bool {
     let mode = m.mode();
     if m.is_dir() {
         mode & 0o005 != 0o005
@@ -96,7 +97,7 @@ pub(crate) fn writable_needs_id_map(m: &std::fs::Metadata) -> bool {
 
 /// One entry of the skeleton.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Skel {
+pub(crate) enum Skel {
     /// A directory, with the mode, owner and group of the host's.
     Dir {
         /// Its path.
@@ -116,7 +117,7 @@ pub enum Skel {
 
 impl Skel {
     /// The path it makes.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Skel::Dir { path, .. } | Skel::File(path) => path,
             Skel::Link(l) => &l.path,
@@ -128,13 +129,13 @@ impl Skel {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hole {
     /// Its path.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Whether it is a directory.
-    pub dir: bool,
+    pub(crate) dir: bool,
     /// Whether its rule is writable (else it is bound read-only).
-    pub writable: bool,
+    pub(crate) writable: bool,
     /// As [`Bind::id_map`].
-    pub id_map: bool,
+    pub(crate) id_map: bool,
 }
 
 /// One mount over a protected path inside a bind.
@@ -162,9 +163,9 @@ impl Cover {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     /// The workspace (`--cwd`): opened inside the view.
-    pub workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
     /// What the root tmpfs holds, parents first.
-    pub skeleton: Vec<Skel>,
+    pub(crate) skeleton: Vec<Skel>,
     /// The rule paths bound from the host, outermost first. A rule path
     /// inside a bind that already gives it as much is not bound again.
     pub binds: Vec<Bind>,
@@ -176,7 +177,7 @@ pub struct Plan {
     pub covers: Vec<Cover>,
     /// Protected paths a writable rule names inside a writable bind: granted
     /// writable, and pinned so that they stay where they are.
-    pub stay: Vec<PathBuf>,
+    pub(crate) stay: Vec<PathBuf>,
     /// Missing protected paths a tool could create (their nearest existing
     /// ancestor lies in a writable bind): nothing exists in the view to
     /// stop it, so the server watches for them.
@@ -189,7 +190,7 @@ const SKELETON_MODE: u32 = 0o755;
 /// The `/proc` every view shows (read-only; Landlock still decides what a
 /// tool may read there): programs find themselves through `/proc/self/exe`,
 /// which no Landlock right governs.
-pub const PROC: &str = "/proc";
+pub(crate) const PROC: &str = "/proc";
 
 impl Plan {
     /// The plan for `set` under `rules`, with the view's working directory
@@ -197,7 +198,7 @@ impl Plan {
     /// where no rule binds them, without counting as rules.
     /// `layers` is the server's layer directory for the copy-on-write caches
     /// (`None`: they are bound like any writable rule).
-    pub fn new(
+    pub(crate) fn new(
         set: &ProtectedSet,
         rules: &RulePaths,
         shown: &[PathBuf],
@@ -291,7 +292,7 @@ impl Plan {
     }
 
     /// Whether `p` exists in the view (it lies in a bind).
-    pub fn shows(&self, p: &Path) -> bool {
+    pub(crate) fn shows(&self, p: &Path) -> bool {
         self.bind_of(p).is_some()
     }
 
@@ -501,6 +502,29 @@ pub(crate) fn skeleton(binds: &[Bind], links: &[Link]) -> Vec<Skel> {
         out.push(Skel::Link(l.clone()));
     }
     out
+}
+
+/// What a filesystem view takes of a policy (here, beside [`links_along`],
+/// rather than in `crate::policy`, which knows nothing of views).
+impl Policy {
+    /// The symbolic links met on the way to every rule path as the policy
+    /// names it (`/lib64 -> usr/lib64`): a filesystem view recreates the
+    /// ones outside its binds, so that the names programs use resolve.
+    pub fn rule_links(&self, ctx: &PathContext) -> Vec<Link> {
+        let fs = &self.filesystem;
+        let mut out: Vec<Link> = fs
+            .ro
+            .iter()
+            .chain(&fs.rox)
+            .chain(&fs.rw)
+            .chain(&fs.rwx)
+            .filter_map(|raw| ctx.expand(raw).ok())
+            .flat_map(|p| links_along(&p))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
 }
 
 /// The symbolic links met while resolving `path` on the host (each with its

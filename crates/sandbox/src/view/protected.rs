@@ -9,9 +9,9 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use super::glob::Glob;
 use super::plan::RulePaths;
 use crate::open::{identify, open_no_symlinks, FileId};
+use crate::policy::glob::Glob;
 use crate::policy::{anchor, PathContext, CREDENTIAL_STORES, TOOLSRV_BINARIES, TOOLSRV_STATE};
 
 /// What a view does to a protected path.
@@ -25,7 +25,7 @@ pub enum Kind {
 
 /// What a protected path is (or would be, when it does not exist yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// A directory (`~/.ssh`, `.git/hooks`).
     Dir,
     /// A file whose empty form reads like its absence (`~/.netrc`,
@@ -45,10 +45,10 @@ pub struct Entry {
     /// Hidden or read-only.
     pub kind: Kind,
     /// What it is, or would be.
-    pub shape: Shape,
+    pub(crate) shape: Shape,
     /// What it is now (`None`: missing). A protected file replaced by a new
     /// one is a new identity, and the view that masked the old one is stale.
-    pub id: Option<FileId>,
+    pub(crate) id: Option<FileId>,
 }
 
 /// The server's own files, as the server knows them (absolute paths).
@@ -104,7 +104,7 @@ pub struct ProtectedSet {
     /// A path could not be looked at for another reason than its absence
     /// (out of descriptors, say): the set may miss entries, and the rescan
     /// does not take it for a change.
-    pub incomplete: bool,
+    pub(crate) incomplete: bool,
     /// The Git directories of the workspace's repositories (above, below,
     /// through `gitdir:` files): their `hooks/` is read-only, and the
     /// server's guard watches their `config` (which git replaces by rename,
@@ -163,13 +163,13 @@ fn remote_files(ctx: &PathContext) -> (Vec<PathBuf>, Vec<PathBuf>) {
 
 /// At most this many directories are read when looking for the Git
 /// repositories below the workspace, at most [`REPO_DEPTH`] levels down.
-pub const REPO_SCAN_BUDGET: usize = 4_000;
+pub(crate) const REPO_SCAN_BUDGET: usize = 4_000;
 /// How deep below the workspace repositories are looked for.
-pub const REPO_DEPTH: usize = 4;
+pub(crate) const REPO_DEPTH: usize = 4;
 
 impl ProtectedSet {
     /// Gathers the set from `src`.
-    pub fn gather(src: &Sources) -> ProtectedSet {
+    pub(crate) fn gather(src: &Sources) -> ProtectedSet {
         let mut set = Collector::default();
         for pattern in SYSTEM {
             let p = Path::new(pattern);

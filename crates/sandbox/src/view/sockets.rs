@@ -13,7 +13,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 /// Every absolute path that names a bound Unix socket now (sorted, unique).
-pub fn bound() -> Vec<PathBuf> {
+pub(crate) fn bound() -> Vec<PathBuf> {
     let Ok(text) = std::fs::read("/proc/net/unix") else {
         return Vec::new();
     };

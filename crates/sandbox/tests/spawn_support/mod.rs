@@ -6,8 +6,8 @@ use std::io::Read;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
-use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::spawn::{spawn, Child, ExitStatus, SpawnError, SpawnSpec};
+use toolsrv_sandbox::Confinement;
+use toolsrv_sandbox::{spawn, Child, ExitStatus, SpawnError, SpawnSpec};
 
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> (OwnedFd, OwnedFd) {
@@ -138,7 +138,7 @@ pub fn wait_gone(pid: i32, timeout_ms: i32) -> bool {
 }
 
 /// Rules that let tools run (system binaries and libraries, the probe) and nothing else.
-pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
+pub fn base_rules() -> toolsrv_sandbox::ResolvedRules {
     let probe_dir = probe().parent().expect("examples dir").to_path_buf();
     let mut rox: Vec<PathBuf> = ["/usr", "/bin", "/lib", "/lib64", "/sbin"]
         .iter()
@@ -146,14 +146,14 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
         .filter(|p| p.exists())
         .collect();
     rox.push(probe_dir);
-    toolsrv_sandbox::rules::ResolvedRules {
+    toolsrv_sandbox::ResolvedRules {
         ro: vec![PathBuf::from("/etc")],
         rox,
         // A single-file rw rule: shells open /dev/null for background jobs.
         rw: vec![PathBuf::from("/dev/null")],
         rwx: Vec::new(),
         list: Vec::new(),
-        network: toolsrv_sandbox::rules::NetworkRules {
+        network: toolsrv_sandbox::NetworkRules {
             enabled: true,
             bind_tcp: Vec::new(),
             connect_tcp: Vec::new(),
@@ -168,7 +168,7 @@ pub fn base_rules() -> toolsrv_sandbox::rules::ResolvedRules {
 }
 
 /// Prepares a confinement, failing the test on error.
-pub fn confine(rules: &toolsrv_sandbox::rules::ResolvedRules) -> Confinement {
+pub fn confine(rules: &toolsrv_sandbox::ResolvedRules) -> Confinement {
     Confinement::prepare(rules).expect("prepare confinement")
 }
 

@@ -1,7 +1,7 @@
 //! What the daemon takes from its environment, and wipes from it before any
 //! tool could read it.
 
-use toolsrv_sandbox::{contain, identity, view};
+use toolsrv_sandbox::{CONTAIN_FORCE_ENV, IDENTITY_FORCE_ENV, VIEW_FORCE_ENV};
 
 /// The variables the daemon reads before the environment is wiped.
 pub(super) struct Inherited {
@@ -28,9 +28,9 @@ impl Inherited {
     /// the environment meanwhile.
     pub(super) unsafe fn take() -> Inherited {
         let inherited = Inherited {
-            containment: std::env::var(contain::FORCE_ENV).ok(),
-            userns: std::env::var(identity::FORCE_ENV).ok(),
-            view: std::env::var(view::FORCE_ENV).ok(),
+            containment: std::env::var(CONTAIN_FORCE_ENV).ok(),
+            userns: std::env::var(IDENTITY_FORCE_ENV).ok(),
+            view: std::env::var(VIEW_FORCE_ENV).ok(),
             tools_pidns: std::env::var(crate::watch::FORCE_ENV).ok(),
             // Safety: single-threaded (this function's precondition).
             activated: unsafe { take_socket_activation() },

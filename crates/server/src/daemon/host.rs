@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use toolsrv_sandbox::contain::{Containment, Mechanism};
-use toolsrv_sandbox::doctor::{Facts, Source};
-use toolsrv_sandbox::identity::Identity;
-use toolsrv_sandbox::view::Mechanism as View;
+use toolsrv_sandbox::Identity;
+use toolsrv_sandbox::ViewMechanism as View;
+use toolsrv_sandbox::{ContainMechanism as Mechanism, Containment};
+use toolsrv_sandbox::{Facts, Source};
 
 use super::LOG_TARGET;
 use crate::config::Config;
@@ -67,27 +67,27 @@ pub(super) fn settle_tools_identity(id: &mut Identity, view: &View) {
         return;
     };
     if view.is_view() {
-        toolsrv_sandbox::identity::tools::put_in_force(tools);
+        toolsrv_sandbox::tools::put_in_force(tools);
     } else {
-        id.without_tools_namespace(toolsrv_sandbox::identity::NO_VIEW.to_string());
+        id.without_tools_namespace(toolsrv_sandbox::NO_VIEW.to_string());
     }
 }
 
 /// What this server confines its tools with (its `doctor` file): the
 /// filesystem view is probed with a throwaway thread (`unshare(CLONE_NEWNS)`).
 pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Containment) -> Facts {
-    let kernel = toolsrv_sandbox::confine::landlock_abi();
+    let kernel = toolsrv_sandbox::landlock_abi();
     Facts {
         source: Source::Server,
         landlock_abi: config.landlock_abi_limit.map_or(kernel, |l| kernel.min(l)),
-        seccomp: toolsrv_sandbox::doctor::seccomp_available(),
+        seccomp: toolsrv_sandbox::seccomp_available(),
         containment: containment.enforcement(),
         identity: id.mode(),
         ids: (id.uid(), id.gid()),
         identity_reason: id.reason().map(str::to_string),
         tool_ids: id
             .tools()
-            .map(|t| toolsrv_sandbox::doctor::ToolIds::of(t, &config.cwd)),
+            .map(|t| toolsrv_sandbox::ToolIds::of(t, &config.cwd)),
         filesystem_view: match &config.filesystem {
             View::MountNamespace => Ok(()),
             View::LandlockOnly(why) => Err(why.clone()),

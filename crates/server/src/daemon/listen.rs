@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolsrv_sandbox::contain::{Containment, Mechanism};
-use toolsrv_sandbox::identity::Identity;
-use toolsrv_sandbox::policy::PolicyStore;
-use toolsrv_sandbox::view::Mechanism as View;
+use toolsrv_sandbox::Identity;
+use toolsrv_sandbox::PolicyStore;
+use toolsrv_sandbox::ViewMechanism as View;
+use toolsrv_sandbox::{ContainMechanism as Mechanism, Containment};
 
 use super::signals::Signals;
 use super::{DaemonError, LOG_TARGET};
@@ -46,7 +46,7 @@ pub(super) async fn open(
         auth = if config.no_auth { "off" } else if config.pinned_secret.is_some() { "pinned secret (--secret-file)" } else { "secret" },
         max_connections = config.max_connections,
         yolo = config.yolo,
-        landlock_abi = toolsrv_sandbox::confine::landlock_abi(),
+        landlock_abi = toolsrv_sandbox::landlock_abi(),
         "toolsrv serving"
     );
     log_containment(&containment);

@@ -20,9 +20,9 @@ mod signals;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolsrv_sandbox::contain::Containment;
-use toolsrv_sandbox::identity::{Identity, IdentityError};
-use toolsrv_sandbox::policy::PolicyError;
+use toolsrv_sandbox::Containment;
+use toolsrv_sandbox::PolicyError;
+use toolsrv_sandbox::{Identity, IdentityError};
 
 use crate::config::Config;
 use crate::server::Server;

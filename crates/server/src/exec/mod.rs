@@ -26,11 +26,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use toolsrv_base::LockUnpoisoned;
-use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::contain::Containment;
-use toolsrv_sandbox::policy::{PathContext, Policy, PolicyStore};
-use toolsrv_sandbox::rules::ResolvedRules;
-use toolsrv_sandbox::workdir::WorkDir;
+use toolsrv_sandbox::Confinement;
+use toolsrv_sandbox::Containment;
+use toolsrv_sandbox::ResolvedRules;
+use toolsrv_sandbox::WorkDir;
+use toolsrv_sandbox::{PathContext, Policy, PolicyStore};
 use toolsrv_validate::{RateLimiter, Validator};
 
 pub(crate) use prepare::{Prepared, Refused, Served};
@@ -49,7 +49,7 @@ const CONFINEMENT_CACHE: usize = 16;
 /// are its own files).
 type RulesKey = (
     cache::Same<Policy>,
-    toolsrv_sandbox::open::FileId,
+    toolsrv_sandbox::FileId,
     cache::Same<toolsrv_metadata::Tool>,
     Vec<std::path::PathBuf>,
     usize,
@@ -152,9 +152,9 @@ impl Executor {
     /// lead to it.
     pub(crate) fn set_server_files(
         &mut self,
-        files: &toolsrv_sandbox::view::ServerFiles,
+        files: &toolsrv_sandbox::ServerFiles,
         cwd: &std::path::Path,
-        mechanism: &toolsrv_sandbox::view::Mechanism,
+        mechanism: &toolsrv_sandbox::ViewMechanism,
     ) {
         if mechanism.is_view() {
             let absolute = |v: &[std::path::PathBuf]| {
@@ -162,7 +162,7 @@ impl Executor {
                     .filter_map(|p| std::path::absolute(p).ok())
                     .collect::<Vec<_>>()
             };
-            let files = toolsrv_sandbox::view::ServerFiles {
+            let files = toolsrv_sandbox::ServerFiles {
                 hidden: absolute(&files.hidden),
                 read_only: absolute(&files.read_only),
                 shown: absolute(&files.shown),
@@ -196,7 +196,7 @@ impl Executor {
             workspace: None,
             env: self.own_env.clone(),
         };
-        let all = toolsrv_sandbox::policy::carved_paths(&ctx, &self.carve);
+        let all = toolsrv_sandbox::carved_paths(&ctx, &self.carve);
         self.carved = all.clone();
         let list = |v: &[std::path::PathBuf]| {
             v.iter()

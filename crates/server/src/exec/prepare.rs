@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use toolsrv_metadata::{Catalog, MetaError, OutputMode, Tool, ToolKind};
 use toolsrv_protocol::{convert_args, parse_payload, Payload, PayloadError};
-use toolsrv_sandbox::confine::{ConfineError, Confinement};
-use toolsrv_sandbox::policy::{PathContext, PolicyError};
-use toolsrv_sandbox::workdir::{WorkDir, WorkDirError};
+use toolsrv_sandbox::{ConfineError, Confinement};
+use toolsrv_sandbox::{PathContext, PolicyError};
+use toolsrv_sandbox::{WorkDir, WorkDirError};
 use toolsrv_validate::{RateLimited, Refusal, ValidateError};
 
 use super::cache::Same;
@@ -85,7 +85,7 @@ pub(crate) enum Refused {
     Sandbox(#[source] ConfineError),
     /// The filesystem view cannot be built.
     #[error("sandbox: {0}")]
-    View(#[source] toolsrv_sandbox::view::ViewError),
+    View(#[source] toolsrv_sandbox::ViewError),
     /// The request's working directory is a protected path or inside one.
     #[error("working directory {cwd:?} is protected ({path} is {what}): choose another cwd")]
     ProtectedCwd {
@@ -174,7 +174,7 @@ pub(crate) struct Prepared {
     pub(crate) confinement: Option<Arc<Confinement>>,
     /// The filesystem view the child enters (`None`: unconfined, or no view
     /// on this host); [`Prepared::workdir`] was opened inside it.
-    pub(crate) view: Option<Arc<toolsrv_sandbox::view::View>>,
+    pub(crate) view: Option<Arc<toolsrv_sandbox::View>>,
     /// The run's limits: the policy's, tightened by the tool's.
     pub(crate) limits: toolsrv_protocol::Limits,
 }
@@ -258,8 +258,8 @@ fn open_cwd(
 /// lies outside every rule (`/opt/x/bin/tool`) still starts. Done on a
 /// blocking thread (a few mounts), and only when something is missing.
 async fn expose(
-    view: &Arc<toolsrv_sandbox::view::View>,
-    policy: &toolsrv_sandbox::policy::Policy,
+    view: &Arc<toolsrv_sandbox::View>,
+    policy: &toolsrv_sandbox::Policy,
     exec: &[PathBuf],
 ) -> Result<(), Refused> {
     if !policy.advanced.add_exec {
@@ -276,7 +276,7 @@ async fn expose(
             Ok(())
         }
         Ok(Err(e)) => Err(Refused::View(e)),
-        Err(e) => Err(Refused::View(toolsrv_sandbox::view::ViewError::Step {
+        Err(e) => Err(Refused::View(toolsrv_sandbox::ViewError::Step {
             step: "show a tool's files",
             path: PathBuf::new(),
             source: std::io::Error::other(e.to_string()),
@@ -465,12 +465,8 @@ impl Executor {
 
     /// Refuses a working directory that is a protected path or lies in one
     /// (docs/policy-format.md, "Protected paths"): the view's protected set, else the carved paths.
-    fn check_cwd(
-        &self,
-        cwd: &Path,
-        view: Option<&toolsrv_sandbox::view::View>,
-    ) -> Result<(), Refused> {
-        use toolsrv_sandbox::view::Kind;
+    fn check_cwd(&self, cwd: &Path, view: Option<&toolsrv_sandbox::View>) -> Result<(), Refused> {
+        use toolsrv_sandbox::Kind;
         let found = match view {
             Some(v) => v.protected().covering(cwd).map(|e| {
                 let what = match e.kind {

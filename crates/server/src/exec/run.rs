@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use toolsrv_protocol::ProcState;
 use toolsrv_protocol::{limit_reached_line, LimitName, Limits};
-use toolsrv_sandbox::contain::Run;
-use toolsrv_sandbox::spawn::{Child, ExitStatus, SpawnError};
+use toolsrv_sandbox::Run;
+use toolsrv_sandbox::{Child, ExitStatus, SpawnError};
 
 use super::spawner::Job;
 use super::{Executor, Prepared, Refused};
@@ -380,7 +380,7 @@ impl Executor {
         let output = proc.output.snapshot();
         let lines = super::refusals::notes(&output, &prep.cwd, |p| match &prep.view {
             Some(v) => v.protected().covering(p).map(|e| {
-                let hidden = matches!(e.kind, toolsrv_sandbox::view::Kind::Hidden);
+                let hidden = matches!(e.kind, toolsrv_sandbox::Kind::Hidden);
                 (e.path.clone(), hidden)
             }),
             None => self

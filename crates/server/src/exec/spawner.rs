@@ -34,9 +34,9 @@ use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use toolsrv_sandbox::confine::Confinement;
-use toolsrv_sandbox::spawn::{spawn_detached, Child, SpawnError, SpawnSpec};
-use toolsrv_sandbox::workdir::WorkDir;
+use toolsrv_sandbox::Confinement;
+use toolsrv_sandbox::WorkDir;
+use toolsrv_sandbox::{spawn_detached, Child, SpawnError, SpawnSpec};
 use toolsrv_watch::ToolsPidNs;
 
 use crate::reaper::Tracked;
@@ -63,9 +63,9 @@ pub(crate) struct Job {
     /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
     pub(crate) confinement: Option<Arc<Confinement>>,
     /// How the child joins its run's group and takes its limits.
-    pub(crate) join: toolsrv_sandbox::spawn::Join,
+    pub(crate) join: toolsrv_sandbox::Join,
     /// The filesystem view the child enters before its working directory.
-    pub(crate) view: Option<Arc<toolsrv_sandbox::view::View>>,
+    pub(crate) view: Option<Arc<toolsrv_sandbox::View>>,
 }
 
 /// How long a confined spawn waits for a new tools PID namespace after the
@@ -88,7 +88,7 @@ impl Spawner {
         watchdog: Option<Arc<Watchdog>>,
         tools_ns: Option<ToolsPidNs>,
     ) -> Spawner {
-        if let Err(e) = toolsrv_sandbox::spawn::preopen() {
+        if let Err(e) = toolsrv_sandbox::preopen() {
             tracing::warn!(error = %e, "cannot open /dev/null now; each spawn will try again");
         }
         // Before any thread carries the filter: a thread inherits its
@@ -104,7 +104,7 @@ impl Spawner {
     /// Start `job` now, on this thread, without waiting for its `execve`. The
     /// job's reference to the pipe's write end is dropped on return.
     pub(crate) fn spawn(&self, mut job: Job) -> Result<Child, SpawnError> {
-        use toolsrv_sandbox::confine::{confine_this_thread, thread_is_confined};
+        use toolsrv_sandbox::{confine_this_thread, thread_is_confined};
         let unfiltered = job
             .confinement
             .as_deref()
@@ -177,11 +177,8 @@ impl Spawner {
             envp: &job.envp,
             cwd: &job.cwd,
             cwd_fd: Some(job.workdir.fd()),
-            mount_ns: job.view.as_deref().map(toolsrv_sandbox::view::View::ns),
-            user_ns: job
-                .view
-                .as_deref()
-                .and_then(toolsrv_sandbox::view::View::user_ns),
+            mount_ns: job.view.as_deref().map(toolsrv_sandbox::View::ns),
+            user_ns: job.view.as_deref().and_then(toolsrv_sandbox::View::user_ns),
             output: std::os::fd::AsFd::as_fd(&*job.output),
             files: &files,
             confinement: job.confinement.as_deref(),
@@ -223,7 +220,7 @@ mod unconfined {
     use std::sync::{Mutex, OnceLock};
     use toolsrv_base::LockUnpoisoned;
 
-    use toolsrv_sandbox::spawn::{Child, SpawnError};
+    use toolsrv_sandbox::{Child, SpawnError};
 
     type Work = Box<dyn FnOnce() -> Result<Child, SpawnError> + Send>;
     type Queue = Mutex<mpsc::Sender<(Work, mpsc::SyncSender<Result<Child, SpawnError>>)>>;

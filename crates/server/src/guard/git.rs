@@ -129,7 +129,7 @@ pub(super) fn read_config(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 fn open_file(path: &Path, flags: i32) -> std::io::Result<OwnedFd> {
     let parent = path.parent().ok_or_else(|| einval(path))?;
     let name = path.file_name().ok_or_else(|| einval(path))?;
-    let dir = toolsrv_sandbox::open::open_no_symlinks(parent)?;
+    let dir = toolsrv_sandbox::open_no_symlinks(parent)?;
     openat(dir.as_fd(), name.as_bytes(), flags, 0)
 }
 
@@ -241,7 +241,7 @@ fn without_lines(text: &[u8], findings: &[Finding]) -> Option<Vec<u8>> {
 pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<Option<PathBuf>> {
     let parent = path.parent().ok_or_else(|| einval(path))?;
     let name = path.file_name().ok_or_else(|| einval(path))?;
-    let dir = toolsrv_sandbox::open::open_no_symlinks(parent)?;
+    let dir = toolsrv_sandbox::open_no_symlinks(parent)?;
     let dir = openat(dir.as_fd(), b".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
     let meta = std::fs::symlink_metadata(path).ok();
     let n = std::process::id();

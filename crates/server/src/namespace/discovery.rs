@@ -30,11 +30,8 @@ pub(crate) fn doctor_file(
     Generated(move || {
         let store = &server.executor.policy;
         let path = store.path().map(|p| p.display().to_string());
-        let mut report = toolsrv_sandbox::doctor::Report::evaluate(
-            &server.facts,
-            &store.current(),
-            path.as_deref(),
-        );
+        let mut report =
+            toolsrv_sandbox::Report::evaluate(&server.facts, &store.current(), path.as_deref());
         if let Some((why, loaded)) = store.not_reloaded() {
             report.policy_not_reloaded(&why, loaded);
         }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use toolsrv_sandbox::contain::Containment;
-use toolsrv_sandbox::policy::PolicyStore;
+use toolsrv_sandbox::Containment;
+use toolsrv_sandbox::PolicyStore;
 use toolsrv_vfs::{ConnInfo, Limits, Node};
 use toolsrv_wire::{decode, encode_to_vec, Body, Frame, Stat, NOFID, NOTAG, ORDWR, OREAD, OWRITE};
 

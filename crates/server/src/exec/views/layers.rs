@@ -1,5 +1,5 @@
 //! The server's directory of copy-on-write cache layers
-//! (`toolsrv_sandbox::view::caches`): `<XDG_CACHE_HOME>/toolsrv/layers/<pid>-<start>/`,
+//! (`toolsrv_sandbox::caches`): `<XDG_CACHE_HOME>/toolsrv/layers/<pid>-<start>/`,
 //! owner-only, one upper layer per cache a policy grants. It is hidden from
 //! every tool of every server (the layers root is a hidden path), removed
 //! when the server's views go, and the layers left by servers that died are
@@ -8,7 +8,7 @@
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use toolsrv_sandbox::policy::PathContext;
+use toolsrv_sandbox::PathContext;
 
 /// The layers of one server, removed when dropped.
 pub(super) struct Layers {

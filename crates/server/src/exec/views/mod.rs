@@ -1,4 +1,4 @@
-//! The filesystem views of the sandboxed runs (`toolsrv_sandbox::view`): one
+//! The filesystem views of the sandboxed runs (`toolsrv_sandbox::View`): one
 //! per policy (the main one and each profile in use), built on first use,
 //! and kept up to date in place. A background thread brings each view up
 //! to date about once a second, and within milliseconds when a covered path
@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use toolsrv_base::LockUnpoisoned;
-use toolsrv_sandbox::policy::{PathContext, Policy};
-use toolsrv_sandbox::view::{RulePaths, ServerFiles, Sources, View, ViewError};
+use toolsrv_sandbox::{PathContext, Policy};
+use toolsrv_sandbox::{RulePaths, ServerFiles, Sources, View, ViewError};
 
 /// How often the protected sets are gathered again.
 const RESCAN: Duration = Duration::from_secs(1);
@@ -47,7 +47,7 @@ pub(crate) struct Views {
     env: std::collections::HashMap<String, String>,
     /// The last root-only scan and the rules it was made for: a view rebuilt
     /// because its protected set changed reuses it.
-    root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::view::Entry>)>>,
+    root_only: Mutex<Option<(Arc<RulePaths>, Vec<toolsrv_sandbox::Entry>)>>,
     /// Held while a view is built: a view many runs wait for is built once.
     building: Mutex<()>,
     /// The copy-on-write cache layers of this server.
@@ -140,7 +140,7 @@ impl Views {
         let ctx = self.ctx();
         let resolved = policy.resolve_whole(&ctx, &[]);
         let writable: Vec<PathBuf> = resolved.rw.iter().chain(&resolved.rwx).cloned().collect();
-        let caches = toolsrv_sandbox::view::caches::expanded(&ctx);
+        let caches = toolsrv_sandbox::caches::expanded(&ctx);
         RulePaths {
             cow: writable
                 .iter()
@@ -157,10 +157,8 @@ impl Views {
     /// namespace, `identity::tools`, whose ids make ordinary permission
     /// checks hide these): the root-only files under the read rules (hidden
     /// unless a rule names them; CONTRACT §13).
-    fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::view::Entry> {
-        if toolsrv_base::effective_uid() != 0
-            || toolsrv_sandbox::identity::tools::in_force().is_some()
-        {
+    fn root_only(&self, rules: &Arc<RulePaths>) -> Vec<toolsrv_sandbox::Entry> {
+        if toolsrv_base::effective_uid() != 0 || toolsrv_sandbox::tools::in_force().is_some() {
             return Vec::new();
         }
         let mut cache = self.root_only.lock_unpoisoned();
@@ -170,7 +168,7 @@ impl Views {
             }
         }
         let started = std::time::Instant::now();
-        let (found, truncated) = toolsrv_sandbox::view::rootonly::root_only(rules);
+        let (found, truncated) = toolsrv_sandbox::rootonly::root_only(rules);
         tracing::debug!(
             count = found.len(),
             took_ms = started.elapsed().as_millis() as u64,
@@ -178,7 +176,7 @@ impl Views {
         );
         if truncated {
             tracing::info!(
-                budget = toolsrv_sandbox::view::rootonly::SCAN_BUDGET,
+                budget = toolsrv_sandbox::rootonly::SCAN_BUDGET,
                 "filesystem view: the scan for root-only files under read rules (ro rules first, then rox) stopped at its budget; root-only files beyond it are readable to tools"
             );
         }

@@ -9,11 +9,11 @@ use std::path::{Component, Path, PathBuf};
 
 /// At most this many directories are read per glob expansion: a glob over a
 /// huge tree protects what was found within the budget (and says so).
-pub const WALK_BUDGET: usize = 20_000;
+pub(crate) const WALK_BUDGET: usize = 20_000;
 
 /// One parsed glob.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Glob {
+pub(crate) struct Glob {
     /// The literal directory the walk starts from.
     base: PathBuf,
     /// The remaining components, each a name pattern or `**`.
@@ -23,7 +23,7 @@ pub struct Glob {
 impl Glob {
     /// Parses an absolute, expanded path; `None` when it holds no `*` (a
     /// plain path).
-    pub fn parse(path: &Path) -> Option<Glob> {
+    pub(crate) fn parse(path: &Path) -> Option<Glob> {
         if !path.as_os_str().as_encoded_bytes().contains(&b'*') {
             return None;
         }
@@ -42,7 +42,7 @@ impl Glob {
 
     /// The existing paths that match, sorted; `truncated` is set when the
     /// walk ran out of budget.
-    pub fn expand(&self, truncated: &mut bool) -> Vec<PathBuf> {
+    pub(crate) fn expand(&self, truncated: &mut bool) -> Vec<PathBuf> {
         let mut out = Vec::new();
         let mut budget = WALK_BUDGET;
         walk(&self.base, &self.parts, &mut out, &mut budget, truncated);
@@ -111,7 +111,7 @@ fn subdirs(dir: &Path, budget: &mut usize, truncated: &mut bool) -> Vec<PathBuf>
         .collect()
 }
 
-pub(crate) use crate::policy::name_matches;
+use super::name_matches;
 
 #[cfg(test)]
 mod tests {
