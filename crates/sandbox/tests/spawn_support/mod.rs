@@ -87,7 +87,21 @@ pub fn run(
     cwd: &str,
     confinement: Option<&Confinement>,
 ) -> Result<(ExitStatus, String), SpawnError> {
-    let (mut child, r) = start(argv, cwd, confinement)?;
+    // A script a test just wrote is "busy" (ETXTBSY) while another test's
+    // child, forked in that moment, still holds the write descriptor it
+    // inherited (it closes it only at its own exec): try again, bounded.
+    let mut tries = 0;
+    let (mut child, r) = loop {
+        match start(argv, cwd, confinement) {
+            Err(SpawnError::Start { source, .. })
+                if source.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => break other?,
+        }
+    };
     let mut out = String::new();
     std::fs::File::from(r)
         .read_to_string(&mut out)

@@ -109,8 +109,12 @@ import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 end = time.monotonic() + 60
 open("swapping", "w").close()
+i = 0
 while not os.path.exists("stop") and time.monotonic() < end:
     libc.renameat2(-100, b"d", -100, b"l", 2)
+    i += 1
+    if i % 1000 == 0:
+        time.sleep(0.001)  # leave the server (and the machine) a CPU
 if os.path.islink("d"):
     libc.renameat2(-100, b"d", -100, b"l", 2)
 '"#
