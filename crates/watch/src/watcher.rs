@@ -214,21 +214,13 @@ impl Events {
     /// The next event, waiting up to `limit` (blocking).
     pub fn recv_timeout(&self, limit: Duration) -> Option<Event> {
         let deadline = Instant::now() + limit;
-        let mut g = self.q.items.lock_unpoisoned();
         loop {
-            if let Some(e) = g.0.pop_front() {
+            if let Some(e) = self.try_recv() {
                 return Some(e);
             }
-            let now = Instant::now();
-            if now >= deadline || self.q.closed.load(Ordering::Acquire) {
-                return None;
+            if !self.wait(deadline.saturating_duration_since(Instant::now())) {
+                return self.try_recv();
             }
-            g = self
-                .q
-                .ready
-                .wait_timeout(g, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
         }
     }
 
