@@ -5,45 +5,15 @@
 
 mod spawn_support;
 
-use std::ffi::CString;
-use std::io::Read;
-use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spawn_support::{cstr, pipe, test_env};
+use spawn_support::sh_in_view as sh_in;
+use toolsrv_sandbox::ExitStatus;
 use toolsrv_sandbox::PathContext;
-use toolsrv_sandbox::{spawn, ExitStatus, SpawnSpec};
 use toolsrv_sandbox::{tools, ToolNamespace};
 use toolsrv_sandbox::{RulePaths, ServerFiles, Sources, View};
-
-/// Runs `sh -c script` inside `view` (and its tools' namespace), in its
-/// workspace: (status, output).
-fn sh_in(view: &View, script: &str) -> (ExitStatus, String) {
-    let (r, w) = pipe();
-    let argv: Vec<CString> = ["/bin/sh", "-c", script].iter().map(|a| cstr(a)).collect();
-    let envp = test_env();
-    let cwd = cstr(&view.workspace().path().display().to_string());
-    let spec = SpawnSpec {
-        program: &argv[0],
-        argv: &argv,
-        envp: &envp,
-        cwd: &cwd,
-        cwd_fd: Some(view.workspace().fd()),
-        mount_ns: Some(view.ns()),
-        user_ns: view.user_ns(),
-        output: w.as_fd(),
-        files: &[],
-        confinement: None,
-        join: Default::default(),
-    };
-    let mut child = spawn(&spec).expect("spawn in the view");
-    drop(w);
-    let mut out = String::new();
-    std::fs::File::from(r).read_to_string(&mut out).unwrap();
-    (child.wait().unwrap(), out)
-}
 
 fn write(p: &Path, text: &str, mode: u32, owner: u32) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();

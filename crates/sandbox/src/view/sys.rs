@@ -39,6 +39,23 @@ const FSCONFIG_SET_FD: libc::c_uint = 5;
 /// `FSCONFIG_CMD_CREATE`.
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
+/// `fsconfig(fs, FSCONFIG_CMD_CREATE)`: the configured filesystem context
+/// `fs` makes its superblock.
+fn fs_create(fs: BorrowedFd<'_>) -> io::Result<()> {
+    // Safety: no pointers.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
 /// `struct mount_attr` (`linux/mount.h`).
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -275,17 +292,7 @@ fn tmpfs_with(mode: &std::ffi::CStr) -> io::Result<OwnedFd> {
             )
         })?;
     }
-    // Safety: no pointers.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_char>(),
-            0,
-        )
-    })?;
+    fs_create(fs.as_fd())?;
     let attrs = (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC) as libc::c_uint;
     // Safety: no pointers.
     owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
@@ -471,17 +478,7 @@ pub(crate) fn detached_overlay(
             )
         })?;
     }
-    // Safety: no pointers.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_char>(),
-            0,
-        )
-    })?;
+    fs_create(fs.as_fd())?;
     // Safety: no pointers.
     owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) })
 }

@@ -6,8 +6,8 @@ use std::io::Read;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
-use toolsrv_sandbox::Confinement;
 use toolsrv_sandbox::{spawn, Child, ExitStatus, SpawnError, SpawnSpec};
+use toolsrv_sandbox::{Confinement, View};
 
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> (OwnedFd, OwnedFd) {
@@ -193,4 +193,31 @@ pub fn status_field(status: &str, name: &str) -> String {
         .find_map(|l| l.strip_prefix(name))
         .map(|v| v.trim().to_string())
         .expect("status field")
+}
+
+/// Runs `sh -c script` inside `view` (and its tools' user namespace, if it
+/// has one), in its workspace: (status, output).
+pub fn sh_in_view(view: &View, script: &str) -> (ExitStatus, String) {
+    let (r, w) = pipe();
+    let argv: Vec<CString> = ["/bin/sh", "-c", script].iter().map(|a| cstr(a)).collect();
+    let envp = test_env();
+    let cwd = cstr(&view.workspace().path().display().to_string());
+    let spec = SpawnSpec {
+        program: &argv[0],
+        argv: &argv,
+        envp: &envp,
+        cwd: &cwd,
+        cwd_fd: Some(view.workspace().fd()),
+        mount_ns: Some(view.ns()),
+        user_ns: view.user_ns(),
+        output: w.as_fd(),
+        files: &[],
+        confinement: None,
+        join: Default::default(),
+    };
+    let mut child = spawn(&spec).expect("spawn in the view");
+    drop(w);
+    let mut out = String::new();
+    std::fs::File::from(r).read_to_string(&mut out).unwrap();
+    (child.wait().unwrap(), out)
 }
