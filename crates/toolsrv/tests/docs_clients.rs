@@ -165,19 +165,12 @@ fn bridge(srv: &Server, agent: &str, token: Option<&str>) -> Bridge {
         .arg(&srv.socket)
         .args(["mcp", "--agent", agent, "--load", "shell", "--cwd"])
         .arg(srv.cwd())
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .args(["--http", "127.0.0.1:0"]);
     as_the_user(&mut cmd, srv);
     if let Some(t) = token {
         cmd.env("TOOLSRV_MCP_TOKEN", t);
     }
-    let mut child = cmd.spawn().expect("spawn toolsrv mcp --http");
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().expect("stderr"))
-        .read_line(&mut line)
-        .expect("the bridge's first line");
+    let (child, line) = crate::util::spawn_for_first_line(&mut cmd, "toolsrv mcp --http");
     let addr = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("http://"))

@@ -11,10 +11,9 @@
 //! directory (`~/.local/state/toolsrv`) lies under a writable rule too: the
 //! hardest case for hiding it.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use serde_json::Value;
 
@@ -514,8 +513,8 @@ fn a_bridges_token_file_under_a_rule_is_hidden_from_tools() {
     let (_r, run) = tmp();
     let srv = Launch::new().cwd(&p).env("XDG_RUNTIME_DIR", &run).start();
     let token_file = p.join("mcp.token");
-    let mut child = Command::new(toolsrv_bin())
-        .arg("--socket")
+    let mut cmd = Command::new(toolsrv_bin());
+    cmd.arg("--socket")
         .arg(&srv.socket)
         .args([
             "mcp",
@@ -530,16 +529,8 @@ fn a_bridges_token_file_under_a_rule_is_hidden_from_tools() {
         .arg(&token_file)
         .env("XDG_RUNTIME_DIR", &run)
         .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_MCP_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolsrv mcp");
-    let mut line = String::new();
-    if let Some(err) = child.stderr.take() {
-        let _ = BufReader::new(err).read_line(&mut line);
-    }
+        .env_remove("TOOLSRV_MCP_TOKEN");
+    let (child, line) = crate::util::spawn_for_first_line(&mut cmd, "toolsrv mcp");
     let _bridge = Bridge(child);
     assert!(line.contains("http://"), "{line}");
     let token = std::fs::read_to_string(&token_file).expect("token file");

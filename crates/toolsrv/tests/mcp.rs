@@ -4,7 +4,7 @@
 //! `.ci/run`, or here on first use); `$TOOLSRV_MCP_PYTHON` names another
 //! interpreter. Without python3 on the machine the tests skip, saying so.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -145,8 +145,7 @@ fn http_bridge_with(
 ) -> HttpBridge {
     let mut cmd = Command::new(toolsrv_bin());
     tweak(&mut cmd);
-    let mut child = cmd
-        .arg("--socket")
+    cmd.arg("--socket")
         .arg(&srv.socket)
         .args([
             "mcp",
@@ -159,16 +158,8 @@ fn http_bridge_with(
         .arg(srv.cwd())
         .args(["--http", listen])
         .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_MCP_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolsrv mcp --http");
-    let mut line = String::new();
-    if let Some(err) = child.stderr.take() {
-        let _ = BufReader::new(err).read_line(&mut line);
-    }
+        .env_remove("TOOLSRV_MCP_TOKEN");
+    let (child, line) = crate::util::spawn_for_first_line(&mut cmd, "toolsrv mcp --http");
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))

@@ -181,21 +181,13 @@ fn a_stdio_message_over_the_limit_without_an_id_ends_the_session() {
 #[test]
 fn an_http_body_over_the_limit_is_refused_with_413() {
     let srv = Server::start(&[]);
-    let mut child = Command::new(toolsrv_bin())
-        .arg("--socket")
+    let mut cmd = Command::new(toolsrv_bin());
+    cmd.arg("--socket")
         .arg(&srv.socket)
         .args(["mcp", "--agent", "limits-http", "--http", "127.0.0.1:0"])
         .env_remove("TOOLSRV_SECRET")
-        .env_remove("TOOLSRV_MCP_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolsrv mcp --http");
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().expect("stderr"))
-        .read_line(&mut line)
-        .expect("first line");
+        .env_remove("TOOLSRV_MCP_TOKEN");
+    let (mut child, line) = crate::util::spawn_for_first_line(&mut cmd, "toolsrv mcp --http");
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
