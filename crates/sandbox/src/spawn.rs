@@ -40,15 +40,15 @@ use args::{child_args, null_terminated, seccomp_fprog, ChildStrings};
 use child::ChildArgs;
 use clone_child::{clone_into_run, clone_vfork};
 use error::child_error;
-use stdio::{dev_null, file_fds, output_fd};
+use stdio::{file_fds, output_fd, stdin_fd};
 
 /// Starts the tool described by `spec` and returns once it has exec'd (or failed).
 ///
 /// On success the child runs `spec.program` as the leader of its own process group, with
-/// stdin from `/dev/null`, stdout and stderr on `spec.output`, no other descriptor, default
+/// stdin from `spec.stdin` (else `/dev/null`), stdout and stderr on `spec.output`, no other descriptor, default
 /// signal handling, and the confinement applied.
 pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
-    let devnull = dev_null()?;
+    let (stdin, _stdin_dup) = stdin_fd(spec)?;
     let (output, _output_dup) = output_fd(spec)?;
     let (files, _file_dups) = file_fds(spec)?;
     let argv = null_terminated(spec.argv);
@@ -68,7 +68,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
             mount_ns: spec.mount_ns.map_or(-1, |fd| fd.as_raw_fd()),
             user_ns: spec.user_ns.map_or(-1, |fd| fd.as_raw_fd()),
         },
-        devnull.as_raw_fd(),
+        stdin,
         output,
         files,
         spec.confinement,
@@ -112,12 +112,12 @@ pub fn spawn_detached(spec: &SpawnSpec) -> Result<Child, SpawnError> {
     if !clone3::available() {
         return spawn(spec);
     }
-    let devnull = dev_null()?;
-    // A duplicate made for the output may be closed once `clone` returned: the
-    // child has its own copy of the descriptor table.
+    // A duplicate made for stdin or the output may be closed once `clone`
+    // returned: the child has its own copy of the descriptor table.
+    let (stdin, _stdin_dup) = stdin_fd(spec)?;
     let (output, _output_dup) = output_fd(spec)?;
     let (files, _file_dups) = file_fds(spec)?;
-    let launch = launch::Launch::new(spec, devnull.as_raw_fd(), output, files)?;
+    let launch = launch::Launch::new(spec, stdin, output, files)?;
     launch
         .args
         .reset_signals

@@ -98,3 +98,53 @@ fn more_files_than_the_spawn_passes_are_refused() {
     };
     assert!(e.to_string().contains("argument files"), "{e}");
 }
+
+/// A spec's `stdin` is what the tool reads, with both spawns; without one
+/// the tool reads `/dev/null`.
+#[test]
+fn a_tool_reads_the_stdin_its_spec_gives_and_dev_null_without_one() {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    let argv: Vec<CString> = ["/bin/sh", "-c", "cat; echo end"]
+        .iter()
+        .map(|a| CString::new(*a).expect("no NUL"))
+        .collect();
+    let envp = [CString::new("PATH=/usr/bin:/bin").expect("no NUL")];
+    let cwd = CString::new("/").expect("no NUL");
+    let spawns: [(&str, SpawnFn); 2] = [("spawn", spawn), ("spawn_detached", spawn_detached)];
+    for (name, spawn_fn) in spawns {
+        for given in [Some(file_with("from stdin\n")), None] {
+            let (r, w) = std::io::pipe().expect("pipe");
+            let w = OwnedFd::from(w);
+            let spec = SpawnSpec {
+                program: &argv[0],
+                argv: &argv,
+                envp: &envp,
+                cwd: &cwd,
+                cwd_fd: None,
+                mount_ns: None,
+                user_ns: None,
+                stdin: given.as_ref().map(AsFd::as_fd),
+                output: w.as_fd(),
+                files: &[],
+                confinement: None,
+                join: Default::default(),
+            };
+            let mut child = spawn_fn(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            drop(w);
+            let out = output(OwnedFd::from(r));
+            assert_eq!(child.wait().expect("wait"), ExitStatus::Code(0), "{name}");
+            let want = if given.is_some() {
+                "from stdin\nend\n"
+            } else {
+                "end\n"
+            };
+            assert_eq!(
+                out,
+                want,
+                "{name}, stdin {:?}",
+                given.as_ref().map(AsRawFd::as_raw_fd)
+            );
+        }
+    }
+}

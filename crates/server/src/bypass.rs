@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, watch};
 use toolsrv_base::LockUnpoisoned;
 use toolsrv_protocol::{format_rfc3339_millis, BypassRequest, ProcState};
 
-use crate::exec::Prepared;
+use crate::exec::RunPlan;
 use crate::procs::Proc;
 
 /// What the observer decided.
@@ -141,27 +141,27 @@ impl Broker {
 pub(crate) async fn await_approval(
     broker: &Broker,
     proc: &Arc<Proc>,
-    prep: &Prepared,
+    plan: &RunPlan,
     timeout: Duration,
 ) -> bool {
     let (id, decision) = broker.submit(BypassRequest {
         id: String::new(),
         pid: proc.pid,
-        agent: prep.payload.agent.clone(),
-        session: prep.payload.session.clone(),
-        tool: prep.tool.name.clone(),
-        command: prep.display.clone(),
-        cwd: prep.cwd.display().to_string(),
-        env: prep.env.clone(),
-        request_env: prep.payload.env.iter().cloned().collect(),
-        files: prep
+        agent: plan.request.agent.clone(),
+        session: plan.request.session.clone(),
+        tool: plan.tool.name.clone(),
+        command: plan.display.clone(),
+        cwd: plan.cwd.display().to_string(),
+        env: plan.env.clone(),
+        request_env: plan.request.env.iter().cloned().collect(),
+        files: plan
             .files
             .iter()
             .map(|f| (f.name.clone(), f.value.clone()))
             .collect(),
         created: format_rfc3339_millis(SystemTime::now()),
     });
-    tracing::info!(pid = proc.pid, id = %id, agent = %prep.payload.agent, tool = %prep.tool.name, "bypass request pending");
+    tracing::info!(pid = proc.pid, id = %id, agent = %plan.request.agent, tool = %plan.tool.name, "bypass request pending");
     let mut decision = decision;
     let decided = tokio::select! {
         d = &mut decision => d.unwrap_or_else(|_| Decision::Reject("withdrawn".into())),

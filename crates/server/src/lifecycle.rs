@@ -36,7 +36,7 @@ pub async fn run(server: Arc<Server>, bound: socket::Bound, shutdown: Cancellati
         shutdown.clone(),
     ));
     tokio::spawn(reap_orphans(
-        server.executor.tracked.clone(),
+        server.executor.runner.tracked.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(contain_upkeep(server.clone(), shutdown.clone()));
@@ -164,7 +164,7 @@ async fn contain_upkeep(server: Arc<Server>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
-        server.executor.containment.collect(GROUP_IDLE);
+        server.executor.runner.containment.collect(GROUP_IDLE);
     }
 }
 
@@ -181,10 +181,10 @@ async fn shut_down(procs: &ProcTable, executor: &Executor) {
     }
     // Whatever of any run is left (detached descendants included) dies
     // with its group, and the groups go.
-    executor.containment.shutdown(SHUTDOWN_WAIT);
+    executor.runner.containment.shutdown(SHUTDOWN_WAIT);
     // The tools PID namespace's init goes, and with it whatever of a
     // confined run is still in the namespace.
-    executor.watch.stop(SHUTDOWN_WAIT);
-    crate::reaper::kill_orphans(&executor.tracked);
-    crate::reaper::reap_orphans(&executor.tracked);
+    executor.runner.watch.stop(SHUTDOWN_WAIT);
+    crate::reaper::kill_orphans(&executor.runner.tracked);
+    crate::reaper::reap_orphans(&executor.runner.tracked);
 }

@@ -13,7 +13,7 @@ use toolsrv_metadata::{Catalog, Host};
 use crate::auth::{SecretAuth, SecretAuthPolicy};
 use crate::bypass::Broker;
 use crate::config::Config;
-use crate::exec::{Executor, Prepared, Refused, Served};
+use crate::exec::{Executor, Refused, RunPlan, Served};
 use crate::procs::{ProcSpec, ProcTable};
 use crate::registry::Registry;
 use toolsrv_protocol::{ProcState, ToolResult};
@@ -179,6 +179,7 @@ impl Server {
         )?;
         let presence = if config.presence {
             let tmp = executor
+                .host
                 .own_env
                 .get("TMPDIR")
                 .map(std::path::PathBuf::from)
@@ -188,7 +189,7 @@ impl Server {
             let p = crate::presence::Presence::start(&config.listen, &own.hidden, &tmp);
             // `{TOOLSRV_TMPDIR}` is this server's own directory (none: empty).
             let dir = p.tmpdir.as_ref().map(|d| d.display().to_string());
-            executor.own_env.insert(
+            executor.host.own_env.insert(
                 toolsrv_sandbox::SERVER_TMPDIR_VAR.to_string(),
                 dir.unwrap_or_default(),
             );
@@ -196,17 +197,16 @@ impl Server {
         } else {
             crate::presence::Presence::default()
         };
-        executor.registry = presence.registry.clone();
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
-            executor.set_server_files(
+            executor.protect(
                 &server_files(&config, &tools_dir, presence.registry.clone()),
                 &config.cwd,
                 &config.filesystem,
             );
         }
         let registry = Registry::new();
-        if let Some(path) = executor.policy.path() {
+        if let Some(path) = executor.policies.store.path() {
             registry.files.watch(path);
         }
         Ok(Arc::new(Server {
@@ -232,7 +232,7 @@ impl Server {
     /// (docs/watch.md).
     #[allow(dead_code)] // The policy of issue 34 is its user.
     pub(crate) fn watch(&self) -> &crate::watch::Watch {
-        &self.executor.watch
+        &self.executor.runner.watch
     }
 
     /// The token requests must carry (`None` under `--no-auth`). Before any client
@@ -259,42 +259,33 @@ impl Server {
         payload: &[u8],
         cancel: CancellationToken,
     ) -> (ToolResult, Option<u64>) {
-        let prep = match self.executor.prepare(&self.served(), payload).await {
-            Ok(p) => p,
+        let plan = match self.executor.plan(&self.served(), payload).await {
+            Ok(p) => Arc::new(p),
             Err(refused) => return (ToolResult::error(refused.to_string()), None),
         };
         let proc =
             match self
                 .procs
-                .create(spec_of(&prep, false), initial_state(&prep), Some(&cancel))
+                .create(spec_of(&plan, false), initial_state(&plan), Some(&cancel))
             {
                 Ok(p) => p,
                 Err(e) => return (ToolResult::error(e.to_string()), None),
             };
-        self.run_request(&proc, &prep).await;
-        let (state, code) = proc.outcome();
-        let result = crate::exec::result::build(
-            state,
-            code.unwrap_or(-1),
-            &proc.output.snapshot(),
-            prep.output_mode(),
-            prep.timeout,
-        )
-        .with_last_lines(&proc.limits_reached());
-        (result, Some(proc.pid))
+        self.run_request(&proc, &plan).await;
+        (plan.result(&proc), Some(proc.pid))
     }
 
     /// Start a background request (`proc/new.bg`); returns its pid at once (also
     /// for a bypass request, which then waits for approval in the background).
     pub(crate) async fn start_background(self: &Arc<Self>, payload: &[u8]) -> Result<u64, Refused> {
-        let prep = self.executor.prepare(&self.served(), payload).await?;
+        let plan = Arc::new(self.executor.plan(&self.served(), payload).await?);
         let proc = self
             .procs
-            .create(spec_of(&prep, true), initial_state(&prep), None)?;
+            .create(spec_of(&plan, true), initial_state(&plan), None)?;
         let pid = proc.pid;
         let server = self.clone();
         tokio::spawn(async move {
-            server.run_request(&proc, &prep).await;
+            server.run_request(&proc, &plan).await;
             crate::completion::notify(server.config.ollie.clone(), proc.stat());
         });
         Ok(pid)
@@ -302,14 +293,14 @@ impl Server {
 
     /// Run a created process: through the bypass broker first when it asks for
     /// bypass, then the executor.
-    async fn run_request(&self, proc: &Arc<crate::procs::Proc>, prep: &Prepared) {
-        if prep.payload.bypass
-            && !crate::bypass::await_approval(&self.broker, proc, prep, self.config.bypass_timeout)
+    async fn run_request(&self, proc: &Arc<crate::procs::Proc>, plan: &Arc<RunPlan>) {
+        if plan.request.bypass
+            && !crate::bypass::await_approval(&self.broker, proc, plan, self.config.bypass_timeout)
                 .await
         {
             return;
         }
-        self.executor.run(proc, prep).await;
+        self.executor.run(proc, plan).await;
     }
 
     /// Whether the peer `pid` is a run of this server or of any other live
@@ -342,8 +333,8 @@ impl Server {
 }
 
 /// A bypass request waits for approval; everything else runs at once.
-fn initial_state(prep: &Prepared) -> ProcState {
-    if prep.payload.bypass {
+fn initial_state(plan: &RunPlan) -> ProcState {
+    if plan.request.bypass {
         ProcState::AwaitingApproval
     } else {
         ProcState::Running
@@ -351,14 +342,14 @@ fn initial_state(prep: &Prepared) -> ProcState {
 }
 
 /// The fixed facts of a process for a prepared request.
-fn spec_of(prep: &crate::exec::Prepared, background: bool) -> ProcSpec {
+fn spec_of(plan: &RunPlan, background: bool) -> ProcSpec {
     ProcSpec {
-        tool: prep.tool.name.clone(),
-        agent: prep.payload.agent.clone(),
-        session: prep.payload.session.clone(),
+        tool: plan.tool.name.clone(),
+        agent: plan.request.agent.clone(),
+        session: plan.request.session.clone(),
         background,
-        command: prep.display.clone(),
-        cwd: prep.cwd.clone(),
-        sandboxed: prep.confinement.is_some(),
+        command: plan.display.clone(),
+        cwd: plan.cwd.clone(),
+        sandboxed: plan.confined(),
     }
 }

@@ -31,6 +31,9 @@ pub struct SpawnSpec<'a> {
     /// a root server (`crate::identity::tools`, the view's
     /// `View::user_ns`). Ignored with `join.new_user_ns`.
     pub user_ns: Option<BorrowedFd<'a>>,
+    /// What the child reads on stdin; `None`: `/dev/null` (opened once and
+    /// shared by every spawn).
+    pub stdin: Option<BorrowedFd<'a>>,
     /// Where stdout and stderr both go (typically a pipe's write end).
     pub output: BorrowedFd<'a>,
     /// Open files the tool gets as its descriptors 3, 4, … in this order (at

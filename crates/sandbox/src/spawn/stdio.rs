@@ -1,5 +1,5 @@
-//! The child's standard descriptors: the shared `/dev/null` it reads, and an
-//! output descriptor numbered 3 or above.
+//! The child's standard descriptors: what it reads (the spec's, else the
+//! shared `/dev/null`) and an output descriptor, each numbered 3 or above.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -9,16 +9,31 @@ use super::error::SpawnError;
 use super::spec::{SpawnSpec, MAX_FILES};
 use super::sys;
 
-/// The descriptor the child should `dup3` onto 1 and 2, and the duplicate to keep
-/// open until `clone` returned, if one was needed: the child `dup3`s onto 0, 1 and
-/// 2, so no source descriptor may be one of them.
-pub(super) fn output_fd(spec: &SpawnSpec) -> Result<(RawFd, Option<OwnedFd>), SpawnError> {
-    let fd = spec.output.as_raw_fd();
+/// The descriptor the child should `dup3` onto 0 (`spec.stdin`, else the
+/// shared `/dev/null`), and the duplicate to keep open until `clone`
+/// returned, if one was needed (see [`output_fd`]).
+pub(super) fn stdin_fd(spec: &SpawnSpec) -> Result<(RawFd, Option<OwnedFd>), SpawnError> {
+    let Some(fd) = spec.stdin else {
+        return Ok((dev_null()?.as_raw_fd(), None));
+    };
+    high(fd.as_raw_fd())
+}
+
+/// `fd` if it is numbered 3 or above, else a duplicate that is (kept open
+/// by the caller until `clone` returned).
+fn high(fd: RawFd) -> Result<(RawFd, Option<OwnedFd>), SpawnError> {
     if fd >= 3 {
         return Ok((fd, None));
     }
     let dup = dup_high(fd)?;
     Ok((dup.as_raw_fd(), Some(dup)))
+}
+
+/// The descriptor the child should `dup3` onto 1 and 2, and the duplicate to keep
+/// open until `clone` returned, if one was needed: the child `dup3`s onto 0, 1 and
+/// 2, so no source descriptor may be one of them.
+pub(super) fn output_fd(spec: &SpawnSpec) -> Result<(RawFd, Option<OwnedFd>), SpawnError> {
+    high(spec.output.as_raw_fd())
 }
 
 /// The descriptors of `spec.files` as the child moves them onto 3, 4, …

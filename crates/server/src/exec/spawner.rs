@@ -30,42 +30,40 @@
 //! ENOMEM), the spawn waits up to [`REVIVE_WAIT`] for the new namespace the
 //! watch makes and is tried once more.
 
-use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use toolsrv_sandbox::Confinement;
-use toolsrv_sandbox::WorkDir;
 use toolsrv_sandbox::{spawn_detached, Child, SpawnError, SpawnSpec};
+
+use super::plan::{ExecStrings, RunPlan};
 use toolsrv_watch::ToolsPidNs;
 
 use crate::reaper::Tracked;
 use crate::watchdog::Watchdog;
 
-/// Everything a spawn needs, owned.
-pub(crate) struct Job {
-    /// Absolute program path.
-    pub(crate) program: CString,
-    /// argv, `argv[0]` first.
-    pub(crate) argv: Vec<CString>,
-    /// `NAME=value` strings.
-    pub(crate) envp: Vec<CString>,
-    /// Working directory (for messages).
-    pub(crate) cwd: CString,
-    /// The working directory, opened: the child `fchdir`s to it.
-    pub(crate) workdir: Arc<WorkDir>,
-    /// Write end of the output pipe. The run keeps its own reference until
-    /// the tool has exited (see `exec::run`), so the spawner's is not the last.
+/// What the runner opened for one child: its standard descriptors, its
+/// argument files, and how it joins its run's group. The rest of what a
+/// spawn needs is the plan's.
+pub(crate) struct ChildEnds {
+    /// What the child reads on descriptor 0 (`None`: `/dev/null`).
+    pub(crate) stdin: Option<OwnedFd>,
+    /// Where descriptors 1 and 2 go. The run keeps its own reference until
+    /// the tool has exited (see `exec::runner`), so the spawner's is not
+    /// the last.
     pub(crate) output: Arc<OwnedFd>,
     /// The files the tool gets as its descriptors 3, 4, … (its `file: true`
     /// arguments); closed here once the child has its copies.
     pub(crate) files: Vec<OwnedFd>,
-    /// Landlock/seccomp to apply, or none (`--yolo`, approved bypass).
-    pub(crate) confinement: Option<Arc<Confinement>>,
     /// How the child joins its run's group and takes its limits.
     pub(crate) join: toolsrv_sandbox::Join,
-    /// The filesystem view the child enters before its working directory.
-    pub(crate) view: Option<Arc<toolsrv_sandbox::View>>,
+}
+
+/// One spawn: the plan, its strings, and the child's descriptors.
+struct Job {
+    plan: Arc<RunPlan>,
+    strings: ExecStrings,
+    ends: ChildEnds,
 }
 
 /// How long a confined spawn waits for a new tools PID namespace after the
@@ -101,11 +99,23 @@ impl Spawner {
         }
     }
 
-    /// Start `job` now, on this thread, without waiting for its `execve`. The
-    /// job's reference to the pipe's write end is dropped on return.
-    pub(crate) fn spawn(&self, mut job: Job) -> Result<Child, SpawnError> {
+    /// Start `plan` now, on this thread (or the thread its confinement
+    /// needs), without waiting for its `execve`. The reference in `ends` to
+    /// the output's write end is dropped on return.
+    pub(crate) fn spawn(
+        &self,
+        plan: &Arc<RunPlan>,
+        strings: ExecStrings,
+        ends: ChildEnds,
+    ) -> Result<Child, SpawnError> {
         use toolsrv_sandbox::{confine_this_thread, thread_is_confined};
+        let mut job = Job {
+            plan: plan.clone(),
+            strings,
+            ends,
+        };
         let unfiltered = job
+            .plan
             .confinement
             .as_deref()
             .is_some_and(Confinement::needs_unfiltered_thread);
@@ -115,7 +125,7 @@ impl Spawner {
             // that carries none, and is still born in the tools namespace.
             let tools_ns = self.tools_ns.clone();
             if tools_ns.is_some() {
-                job.join.parent_outside_pid_ns = true;
+                job.ends.join.parent_outside_pid_ns = true;
             }
             let this = Spawner {
                 tracked: self.tracked.clone(),
@@ -128,10 +138,10 @@ impl Spawner {
                 }
                 this.spawn_here(&job)
             });
-        } else if job.confinement.is_some() {
+        } else if job.plan.confined() {
             if let Some(ns) = &self.tools_ns {
                 join_tools_ns(ns)?;
-                job.join.parent_outside_pid_ns = true;
+                job.ends.join.parent_outside_pid_ns = true;
             }
             if let Err(e) = confine_this_thread() {
                 // The child attaches the filter itself then, as before.
@@ -149,7 +159,9 @@ impl Spawner {
             Err(SpawnError::Prepare {
                 step: "clone",
                 source,
-            }) if source.raw_os_error() == Some(libc::ENOMEM) && job.join.parent_outside_pid_ns => {
+            }) if source.raw_os_error() == Some(libc::ENOMEM)
+                && job.ends.join.parent_outside_pid_ns =>
+            {
                 let revived = self.tools_ns.as_ref().map(|ns| ns.revive(REVIVE_WAIT));
                 match revived {
                     Some(Ok(true)) => self.spawn_here(&job),
@@ -169,20 +181,23 @@ impl Spawner {
 
     /// Start `job` on this thread.
     fn spawn_here(&self, job: &Job) -> Result<Child, SpawnError> {
-        let files: Vec<std::os::fd::BorrowedFd<'_>> =
-            job.files.iter().map(std::os::fd::AsFd::as_fd).collect();
+        use std::os::fd::AsFd;
+        let (plan, strings, ends) = (&job.plan, &job.strings, &job.ends);
+        let files: Vec<std::os::fd::BorrowedFd<'_>> = ends.files.iter().map(AsFd::as_fd).collect();
+        let view = plan.namespaces.view.as_deref();
         let spec = SpawnSpec {
-            program: &job.program,
-            argv: &job.argv,
-            envp: &job.envp,
-            cwd: &job.cwd,
-            cwd_fd: Some(job.workdir.fd()),
-            mount_ns: job.view.as_deref().map(toolsrv_sandbox::View::ns),
-            user_ns: job.view.as_deref().and_then(toolsrv_sandbox::View::user_ns),
-            output: std::os::fd::AsFd::as_fd(&*job.output),
+            program: &strings.program,
+            argv: &strings.argv,
+            envp: &strings.envp,
+            cwd: &strings.cwd,
+            cwd_fd: Some(plan.workdir.fd()),
+            mount_ns: view.map(toolsrv_sandbox::View::ns),
+            user_ns: view.and_then(toolsrv_sandbox::View::user_ns),
+            stdin: ends.stdin.as_ref().map(AsFd::as_fd),
+            output: ends.output.as_fd(),
             files: &files,
-            confinement: job.confinement.as_deref(),
-            join: job.join,
+            confinement: plan.confinement.as_deref(),
+            join: ends.join,
         };
         let child = self
             .tracked

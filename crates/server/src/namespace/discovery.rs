@@ -28,7 +28,7 @@ pub(crate) fn doctor_file(
 ) -> Generated<impl Fn() -> Result<Vec<u8>, Error> + Send + Sync> {
     let server = server.clone();
     Generated(move || {
-        let store = &server.executor.policy;
+        let store = &server.executor.policies.store;
         let path = store.path().map(|p| p.display().to_string());
         let mut report =
             toolsrv_sandbox::Report::evaluate(&server.facts, &store.current(), path.as_deref());

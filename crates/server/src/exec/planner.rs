@@ -1,21 +1,21 @@
-//! Steps 1–4 of `exec.ExecuteTool`: from a payload to everything needed to spawn,
-//! or a refusal whose text becomes the error result.
+//! The planner, steps 1–4 of `exec.ExecuteTool`: from a payload to a
+//! [`RunPlan`], or a refusal whose text becomes the error result.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use toolsrv_metadata::{Catalog, MetaError, OutputMode, Tool, ToolKind};
+use toolsrv_metadata::{Catalog, MetaError, Tool, ToolKind};
 use toolsrv_protocol::{convert_args, parse_payload, Payload, PayloadError};
-use toolsrv_sandbox::{ConfineError, Confinement};
+use toolsrv_sandbox::ConfineError;
 use toolsrv_sandbox::{PathContext, PolicyError};
 use toolsrv_sandbox::{WorkDir, WorkDirError};
 use toolsrv_validate::{RateLimited, Refusal, ValidateError};
 
 use super::cache::Same;
 use super::env::{compose, EnvParts};
+use super::plan::{Namespaces, RunPlan, Secrets, Stdio};
 use super::Executor;
 use crate::registry::{Lookup, Registry};
 
@@ -146,94 +146,6 @@ fn arg_max() -> usize {
     usize::try_from(n).unwrap_or(128 * 1024).max(128 * 1024)
 }
 
-/// A request ready to run.
-pub(crate) struct Prepared {
-    /// The parsed payload.
-    pub(crate) payload: Payload,
-    /// The loaded tool.
-    pub(crate) tool: Arc<Tool>,
-    /// The program (absolute).
-    pub(crate) program: PathBuf,
-    /// argv, `argv[0]` first.
-    pub(crate) argv: Vec<String>,
-    /// The command line, for display and validation.
-    pub(crate) display: String,
-    /// The complete environment.
-    pub(crate) env: BTreeMap<String, String>,
-    /// The `file: true` arguments, passed as the tool's descriptors 3, 4, ….
-    pub(crate) files: Vec<toolsrv_metadata::ArgFile>,
-    /// The working directory's path when it was opened (for `PWD` and
-    /// messages; the child `fchdir`s to [`Prepared::workdir`]).
-    pub(crate) cwd: PathBuf,
-    /// The working directory, opened once: the child's working directory and
-    /// the sandbox's `{CWD}` rule are both this descriptor.
-    pub(crate) workdir: Arc<WorkDir>,
-    /// The timeout.
-    pub(crate) timeout: Duration,
-    /// The confinement (`None` under `--yolo`).
-    pub(crate) confinement: Option<Arc<Confinement>>,
-    /// The filesystem view the child enters (`None`: unconfined, or no view
-    /// on this host); [`Prepared::workdir`] was opened inside it.
-    pub(crate) view: Option<Arc<toolsrv_sandbox::View>>,
-    /// The run's limits: the policy's, tightened by the tool's.
-    pub(crate) limits: toolsrv_protocol::Limits,
-}
-
-impl Prepared {
-    /// How the output is returned.
-    pub(crate) fn output_mode(&self) -> OutputMode {
-        self.tool.output
-    }
-
-    /// The C strings for the spawn.
-    pub(crate) fn c_strings(
-        &self,
-    ) -> Result<(CString, Vec<CString>, Vec<CString>, CString), Refused> {
-        let nul = Refused::Nul;
-        let program = CString::new(self.program.as_os_str().as_encoded_bytes())
-            .map_err(|_| nul("the program path"))?;
-        let argv = self
-            .argv
-            .iter()
-            .map(|a| CString::new(a.as_bytes()).map_err(|_| nul("an argument")))
-            .collect::<Result<_, _>>()?;
-        let envp = self
-            .env
-            .iter()
-            .map(|(k, v)| {
-                // Built by hand: `format!` per variable showed in the profile.
-                let mut entry = Vec::with_capacity(k.len() + v.len() + 2);
-                entry.extend_from_slice(k.as_bytes());
-                entry.push(b'=');
-                entry.extend_from_slice(v.as_bytes());
-                CString::new(entry).map_err(|_| nul("an environment variable"))
-            })
-            .collect::<Result<_, _>>()?;
-        let cwd = CString::new(self.cwd.as_os_str().as_encoded_bytes())
-            .map_err(|_| nul("the working directory"))?;
-        Ok((program, argv, envp, cwd))
-    }
-
-    /// The argument files, each a new anonymous file holding its value.
-    pub(crate) fn arg_files(
-        &self,
-    ) -> Result<Vec<std::os::fd::OwnedFd>, crate::exec::run::RunError> {
-        self.files
-            .iter()
-            .map(|f| {
-                let name = CString::new(format!("toolsrv-arg-{}", f.name))
-                    .map_err(|_| Refused::Nul("an argument name"))?;
-                crate::sys::memfd_with(&name, f.value.as_bytes()).map_err(|source| {
-                    crate::exec::run::RunError::ArgFile {
-                        name: f.name.clone(),
-                        source,
-                    }
-                })
-            })
-            .collect()
-    }
-}
-
 /// The request's working directory, opened once. A sandboxed request's
 /// directory is looked up beneath the descriptor of `--cwd` and never leaves
 /// it (`openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`), so no symbolic
@@ -253,35 +165,54 @@ fn open_cwd(
     Ok(Arc::new(WorkDir::open(&base.path().join(r))?))
 }
 
-/// Makes the tool's own files visible in `view` where no bind shows them,
-/// when the policy grants them (`advanced.add_exec`): a tool whose program
-/// lies outside every rule (`/opt/x/bin/tool`) still starts. Done on a
-/// blocking thread (a few mounts), and only when something is missing.
-async fn expose(
-    view: &Arc<toolsrv_sandbox::View>,
-    policy: &toolsrv_sandbox::Policy,
-    exec: &[PathBuf],
+/// Refuses an environment variable longer than Linux passes in one string,
+/// and an argv and environment longer together than it passes to a program,
+/// naming the largest argument.
+fn check_sizes(
+    env: &BTreeMap<String, String>,
+    payload: &Payload,
+    args: &serde_json::Map<String, serde_json::Value>,
+    inv: &toolsrv_metadata::Invocation,
+    tool: &Tool,
 ) -> Result<(), Refused> {
-    if !policy.advanced.add_exec {
-        return Ok(());
-    }
-    let files = view.unshown(exec);
-    if files.is_empty() {
-        return Ok(());
-    }
-    let v = view.clone();
-    match tokio::task::spawn_blocking(move || v.expose(&files)).await {
-        Ok(Ok(n)) => {
-            tracing::debug!(added = n, "filesystem view: a tool's own files shown in it");
-            Ok(())
+    for (k, v) in env {
+        if k.len() + v.len() + 2 > toolsrv_metadata::MAX_ARG_STRLEN {
+            let what = if payload.env.iter().any(|(n, _)| n == k) {
+                format!("env.{k}")
+            } else {
+                format!("the variable {k}")
+            };
+            return Err(Refused::VariableTooLarge {
+                what,
+                bytes: v.len(),
+                limit: toolsrv_metadata::MAX_ARG_STRLEN - k.len() - 2,
+            });
         }
-        Ok(Err(e)) => Err(Refused::View(e)),
-        Err(e) => Err(Refused::View(toolsrv_sandbox::ViewError::Step {
-            step: "show a tool's files",
-            path: PathBuf::new(),
-            source: std::io::Error::other(e.to_string()),
-        })),
     }
+    let bytes = exec_size(&inv.argv, env);
+    // Linux passes 128 KiB at least: only a larger call asks for the
+    // stack limit (a system call).
+    if bytes > 128 * 1024 && bytes > arg_max() {
+        let largest = args
+            .iter()
+            .filter(|(name, _)| !inv.files.iter().any(|f| f.name == **name))
+            .map(|(name, v)| {
+                (
+                    name,
+                    v.as_str().map_or_else(|| v.to_string().len(), str::len),
+                )
+            })
+            .max_by_key(|(_, len)| *len)
+            .map(|(name, len)| format!(" ({name} is {len} of them)"))
+            .unwrap_or_default();
+        return Err(Refused::TooLarge {
+            tool: tool.name.clone(),
+            bytes,
+            largest,
+            limit: arg_max(),
+        });
+    }
+    Ok(())
 }
 
 /// The files a tool runs (for `advanced.add_exec`/`ldd`).
@@ -294,12 +225,8 @@ fn exec_paths(tool: &Tool, program: &Path) -> Vec<PathBuf> {
 }
 
 impl Executor {
-    /// Parse, authorize, resolve and validate a payload.
-    pub(crate) async fn prepare(
-        &self,
-        served: &Served<'_>,
-        bytes: &[u8],
-    ) -> Result<Prepared, Refused> {
+    /// Parse, authorize, resolve and validate a payload into a plan.
+    pub(crate) async fn plan(&self, served: &Served<'_>, bytes: &[u8]) -> Result<RunPlan, Refused> {
         let payload = parse_payload(bytes)?;
         if let Some(token) = &served.token {
             if !payload.token_matches(token) {
@@ -321,22 +248,31 @@ impl Executor {
         let args = convert_args(&payload.args, &tool.input_schema)?;
         let inv = tool.invocation(&args)?;
         let sandboxed = !served.yolo && !payload.bypass;
-        let policy = match payload.sandbox.as_deref() {
-            None | Some("default") => self.current_policy(generation),
-            Some(name) => self.policy.profile(name)?,
-        };
-        let view = match (&self.views, sandboxed) {
-            (Some(views), true) => Some(views.get(&policy).await.map_err(Refused::View)?),
-            _ => None,
+        // A policy file a tool just planted goes to quarantine before it can
+        // be read (`crate::guard`).
+        let guard = self.protection.guard();
+        let compiled = self
+            .policies
+            .for_request(payload.sandbox.as_deref(), generation, || {
+                if let Some(g) = guard {
+                    g.catch_up();
+                }
+            })?;
+        let policy = &compiled.policy;
+        let view = match sandboxed {
+            true => self.protection.view_for(policy).await?,
+            false => None,
         };
         // `{CWD}` in the policy is the request's directory: a sandboxed request
         // must not widen its own sandbox by naming `/` or another tree. In a
         // view it is opened inside the view, where the child will be.
-        let base = view.as_ref().map_or(&self.base_cwd, |v| v.workspace());
+        let base = self
+            .protection
+            .workspace(view.as_ref(), &self.host.base_cwd);
         let workdir = open_cwd(base, payload.cwd.as_deref(), sandboxed)?;
         let cwd = workdir.path().to_path_buf();
         if sandboxed {
-            self.check_cwd(&cwd, view.as_deref())?;
+            self.protection.check_cwd(&cwd, view.as_deref())?;
         }
         // The request's `env.NAME` values reach the tool like string arguments
         // (a script may `eval "$FOO"`), so they are checked like them (docs/protocol.md, "Requests and results").
@@ -345,7 +281,7 @@ impl Executor {
             .filter_map(|v| v.as_str())
             .chain(payload.env.iter().map(|(_, v)| v.as_str()))
             .collect();
-        if let Err(refusal) = self.validator(&policy)?.check(&inv.display, &strings) {
+        if let Err(refusal) = compiled.validator()?.check(&inv.display, &strings) {
             self.rate.record_refusal(agent, Instant::now());
             tracing::warn!(agent, tool = %payload.tool, rule = %refusal.rule, "command refused by validation");
             return Err(refusal.into());
@@ -355,48 +291,35 @@ impl Executor {
             cwd: cwd.clone(),
             workdir: Some(workdir.clone()),
             workspace: Some(base.clone()),
-            env: self.own_env.clone(),
+            env: self.host.own_env.clone(),
         };
-        let tmpdir = self.tmpdir.get_or((), || ctx().private_tmpdir());
+        let tmpdir = self.host.tmpdir.get_or((), || ctx().private_tmpdir());
         let confinement = if !sandboxed {
             None
         } else {
             let exec = exec_paths(&tool, &inv.program);
-            if let Some(v) = &view {
-                expose(v, &policy, &exec).await?;
-            }
-            // A reloaded policy is a new Arc, so a new key; the working
-            // directory is keyed by what was opened, never by its path.
-            // The view is part of the key: its copy-on-write caches are
-            // its own files, which the rules are made from.
+            self.protection.expose(view.as_ref(), policy, &exec).await?;
+            // The working directory is keyed by what was opened, never by
+            // its path. The view is part of the key: its copy-on-write
+            // caches are its own files, which the rules are made from.
             let in_view = view.as_ref().map_or(0, |v| Arc::as_ptr(v) as usize);
-            let key = (
-                Same(policy.clone()),
-                workdir.id(),
-                Same(tool.clone()),
-                exec.clone(),
-                in_view,
-            );
+            let key = (workdir.id(), Same(tool.clone()), exec.clone(), in_view);
             // A resolution made while paths could not be looked at (out of
             // descriptors) is used once, never kept: it may lack rules.
-            let rules = self.rules.get_or_keep(
+            let rules = compiled.rules.get_or_keep(
                 key,
                 || {
-                    Arc::new(match &view {
-                        Some(v) => {
-                            let mut r = policy.resolve_whole(&ctx(), &exec);
-                            r.view_roots = v.roots();
-                            r
-                        }
-                        None => policy.resolve_carving(&ctx(), &exec, &self.carve_now()),
-                    })
+                    Arc::new(
+                        self.protection
+                            .resolve(policy, &ctx(), &exec, view.as_deref()),
+                    )
                 },
                 |r| !r.degraded,
             );
-            Some(self.confinement(&rules)?)
+            Some(self.policies.confinement(&rules)?)
         };
         let env = compose(EnvParts {
-            passthrough: policy.env_passthrough(&self.own_env),
+            passthrough: policy.env_passthrough(&self.host.own_env),
             agent,
             session: payload.session.as_deref(),
             cwd: &cwd,
@@ -404,91 +327,29 @@ impl Executor {
             tool: &inv.env,
             request: &payload.env,
         });
-        for (k, v) in &env {
-            if k.len() + v.len() + 2 > toolsrv_metadata::MAX_ARG_STRLEN {
-                let what = if payload.env.iter().any(|(n, _)| n == k) {
-                    format!("env.{k}")
-                } else {
-                    format!("the variable {k}")
-                };
-                return Err(Refused::VariableTooLarge {
-                    what,
-                    bytes: v.len(),
-                    limit: toolsrv_metadata::MAX_ARG_STRLEN - k.len() - 2,
-                });
-            }
-        }
-        let bytes = exec_size(&inv.argv, &env);
-        // Linux passes 128 KiB at least: only a larger call asks for the
-        // stack limit (a system call).
-        if bytes > 128 * 1024 && bytes > arg_max() {
-            let largest = args
-                .iter()
-                .filter(|(name, _)| !inv.files.iter().any(|f| f.name == **name))
-                .map(|(name, v)| {
-                    (
-                        name,
-                        v.as_str().map_or_else(|| v.to_string().len(), str::len),
-                    )
-                })
-                .max_by_key(|(_, len)| *len)
-                .map(|(name, len)| format!(" ({name} is {len} of them)"))
-                .unwrap_or_default();
-            return Err(Refused::TooLarge {
-                tool: tool.name.clone(),
-                bytes,
-                largest,
-                limit: arg_max(),
-            });
-        }
+        check_sizes(&env, &payload, &args, &inv, &tool)?;
         let timeout = payload
             .timeout
             .or(tool.timeout)
             .unwrap_or(served.default_timeout);
         let limits = policy.limits.tightened_by(&tool.limits);
-        Ok(Prepared {
+        Ok(RunPlan {
             limits,
             program: inv.program,
             argv: inv.argv,
             display: inv.display,
             files: inv.files,
             env,
+            secrets: Secrets::default(),
             cwd,
             workdir,
+            stdio: Stdio::default(),
+            namespaces: Namespaces { view },
             timeout,
             confinement,
-            view,
             tool,
-            payload,
+            request: payload,
         })
-    }
-
-    /// Refuses a working directory that is a protected path or lies in one
-    /// (docs/policy-format.md, "Protected paths"): the view's protected set, else the carved paths.
-    fn check_cwd(&self, cwd: &Path, view: Option<&toolsrv_sandbox::View>) -> Result<(), Refused> {
-        use toolsrv_sandbox::Kind;
-        let found = match view {
-            Some(v) => v.protected().covering(cwd).map(|e| {
-                let what = match e.kind {
-                    Kind::Hidden => "hidden",
-                    Kind::ReadOnly => "read-only",
-                };
-                (e.path.clone(), what)
-            }),
-            None => self
-                .carved
-                .iter()
-                .find(|p| cwd.starts_with(p))
-                .map(|p| (p.clone(), "hidden")),
-        };
-        match found {
-            Some((path, what)) => Err(Refused::ProtectedCwd {
-                cwd: cwd.display().to_string(),
-                path: path.display().to_string(),
-                what,
-            }),
-            None => Ok(()),
-        }
     }
 
     /// The loaded tool `name` of `agent`. A tool whose metadata file changed
