@@ -4,9 +4,7 @@
 //! dropped capability. Meaningful when the tests run as root (they do in CI);
 //! otherwise there is nothing to drop and the tests say so and stop.
 
-mod spawn_support;
-
-use spawn_support::{base_rules, confine, sh};
+use crate::spawn_support::{base_rules, confine, sh};
 use toolsrv_sandbox::ExitStatus;
 
 const EPERM: &str = "Operation not permitted";

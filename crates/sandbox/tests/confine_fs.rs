@@ -1,12 +1,10 @@
 //! Filesystem confinement: escape attempts fail with EACCES, allowed counterparts work.
 
-mod spawn_support;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use spawn_support::{base_rules, confine, run, run_probe, sh};
+use crate::spawn_support::{base_rules, confine, run, run_probe, sh};
 use toolsrv_sandbox::Confinement;
 use toolsrv_sandbox::ExitStatus;
 use toolsrv_sandbox::ResolvedRules;

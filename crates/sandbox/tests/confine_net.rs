@@ -1,12 +1,10 @@
 //! Network, signal and abstract-socket confinement against real sockets and processes.
 
-mod spawn_support;
-
 use std::net::TcpListener;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 
-use spawn_support::{base_rules, confine, run_probe, sh};
+use crate::spawn_support::{base_rules, confine, run_probe, sh};
 
 const EACCES: &str = "Permission denied (os error 13)";
 const EPERM: &str = "Operation not permitted (os error 1)";

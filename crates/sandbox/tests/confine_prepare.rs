@@ -1,10 +1,8 @@
 //! Preparing confinements: ABI detection, hard requirements, best-effort degradation.
 
-mod spawn_support;
-
 use std::path::PathBuf;
 
-use spawn_support::base_rules;
+use crate::spawn_support::base_rules;
 use toolsrv_sandbox::{landlock_abi, Confinement};
 
 #[test]

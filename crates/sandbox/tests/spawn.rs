@@ -1,11 +1,9 @@
 //! The unconfined spawn path against real processes.
 
-mod spawn_support;
-
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use spawn_support::{run, run_probe, sh, start, status_field, wait_gone};
+use crate::spawn_support::{run, run_probe, sh, start, status_field, wait_gone};
 use toolsrv_sandbox::ExitStatus;
 
 #[test]

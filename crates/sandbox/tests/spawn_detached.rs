@@ -2,12 +2,10 @@
 //! `execve`; the child's memory stays valid until the kernel says it is done,
 //! its process group exists at once, and a setup failure is told after the reap.
 
-mod spawn_support;
-
 use std::io::Read;
 use std::os::fd::OwnedFd;
 
-use spawn_support::start_with;
+use crate::spawn_support::start_with;
 use toolsrv_sandbox::{spawn_detached, Child, ExitStatus, SpawnError};
 
 /// Starts `argv` detached, with `env` added to the test environment, writing

@@ -2,12 +2,10 @@
 //! values of `file: true` arguments), readable through `/proc/self/fd/N`
 //! under a Landlock ruleset that grants nothing of `/proc`.
 
-mod spawn_support;
-
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
-use spawn_support::{base_rules, confine, start_with_files};
+use crate::spawn_support::{base_rules, confine, start_with_files};
 use toolsrv_sandbox::{spawn, spawn_detached, Child, ExitStatus, SpawnError, SpawnSpec};
 
 /// An anonymous file (`memfd_create`, as the server makes them) holding

@@ -2,11 +2,9 @@
 //! what the mounts alone guarantee (as root, DAC refuses nothing, so every
 //! refusal here is the view's).
 
-mod spawn_support;
-
 use std::path::{Path, PathBuf};
 
-use spawn_support::sh_in_view as sh_in;
+use crate::spawn_support::sh_in_view as sh_in;
 use toolsrv_sandbox::ExitStatus;
 use toolsrv_sandbox::PathContext;
 use toolsrv_sandbox::{RulePaths, ServerFiles, Sources, View};

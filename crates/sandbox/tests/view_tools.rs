@@ -3,13 +3,11 @@
 //! without Landlock, what the ids and the id-mapped binds alone give. Its
 //! own test binary: the namespace is put in force once per process.
 
-mod spawn_support;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spawn_support::sh_in_view as sh_in;
+use crate::spawn_support::sh_in_view as sh_in;
 use toolsrv_sandbox::ExitStatus;
 use toolsrv_sandbox::PathContext;
 use toolsrv_sandbox::{tools, ToolNamespace};

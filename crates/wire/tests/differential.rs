@@ -5,9 +5,7 @@
 //! `ninep` keeps only the qid type bits it knows (0xEC), so qids here use only
 //! those bits; otherwise it expresses every 9P2000 message.
 
-mod common;
-
-use common::for_every_variant;
+use crate::common::for_every_variant;
 use ninep::sansio::protocol::{
     Data, FileType, NineP, Qid as NQid, RawStat, Rdata, Rmessage, SharedBuf, Tdata, Tmessage,
 };

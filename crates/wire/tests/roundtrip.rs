@@ -1,9 +1,7 @@
 //! Property tests: encode then decode gives back the same value, for every
 //! message variant and for stat entries.
 
-mod common;
-
-use common::{arb_stat, for_every_variant, variant_index, VARIANTS};
+use crate::common::{arb_stat, for_every_variant, variant_index, VARIANTS};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use toolsrv_wire::{
