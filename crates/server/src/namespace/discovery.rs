@@ -130,29 +130,16 @@ impl Request for RevRequest {
     }
 }
 
-/// `ctl`: `load <agent> <tool>` / `unload <agent> <tool>`, one per line.
-pub(crate) struct CtlFile(pub(crate) Arc<Server>);
+/// `ctl`'s commands: `load <agent> <tool>` / `unload <agent> <tool>`.
+pub(crate) struct RootCommands(pub(crate) Arc<Server>);
 
-impl File for CtlFile {
-    fn open(&self, _mode: OpenMode, _conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
-        Ok(Arc::new(CtlHandle(self.0.clone())))
-    }
-}
+impl super::ctl::Commands for RootCommands {
+    type Open = ();
+    const BLOCKING: bool = true;
 
-struct CtlHandle(Arc<Server>);
+    fn opened(&self) {}
 
-#[async_trait]
-impl Handle for CtlHandle {
-    async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
-        let (n, commands) = super::ctl_commands(data)?;
-        let server = self.0.clone();
-        blocking(move || {
-            for line in &commands {
-                apply_ctl(&server.registry, &server.catalog, line)?;
-            }
-            Ok::<(), Error>(())
-        })
-        .await??;
-        Ok(n)
+    fn apply(&self, line: &str) -> Result<(), Error> {
+        apply_ctl(&self.0.registry, &self.0.catalog, line).map_err(rerror)
     }
 }

@@ -2,10 +2,12 @@
 //! from the server's state, as the architecture's `BuildTree(Spec(server))`.
 //!
 //! - [`bypassfs`]: `bypass/pending`, `bypass/resolve`.
-//! - [`discovery`]: `ctl`, `tools`, `all`, `info`, `doctor`, `tools_rev`.
+//! - [`ctl`]: the line-command file kind of both `ctl` files.
+//! - [`discovery`]: `ctl`'s commands, `tools`, `all`, `info`, `doctor`, `tools_rev`.
 //! - [`procfs`]: `proc/list`, `proc/new`, `proc/new.bg`, `proc/{pid}/`.
 
 mod bypassfs;
+mod ctl;
 mod discovery;
 mod procfs;
 
@@ -22,29 +24,17 @@ pub(crate) fn rerror(e: impl std::error::Error) -> toolsrv_vfs::Error {
     toolsrv_vfs::Error::new(e.to_string())
 }
 
-/// One write to a `ctl` file (the root's or a process's): the byte count to
-/// answer with and its commands. The write is UTF-8 text, one command per
-/// line; a `\r` before the newline is dropped and blank lines are skipped.
-pub(crate) fn ctl_commands(data: Vec<u8>) -> Result<(u32, Vec<String>), toolsrv_vfs::Error> {
-    let n = data.len() as u32;
-    let text = String::from_utf8(data)
-        .map_err(|_| toolsrv_vfs::Error::new("ctl: command is not valid UTF-8"))?;
-    let commands = text
-        .lines()
-        .map(|line| line.trim_end_matches('\r'))
-        .filter(|line| !line.trim().is_empty())
-        .map(str::to_string)
-        .collect();
-    Ok((n, commands))
-}
-
 /// The whole tree.
 pub(crate) fn spec(server: &Arc<Server>) -> Node {
     dir(
         "/",
         0o555,
         vec![
-            file("ctl", 0o200, discovery::CtlFile(server.clone())),
+            file(
+                "ctl",
+                0o200,
+                ctl::LineCommands(Arc::new(discovery::RootCommands(server.clone()))),
+            ),
             file(
                 "tools",
                 0o600,

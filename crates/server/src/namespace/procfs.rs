@@ -123,10 +123,10 @@ impl ProcDir {
                 "ctl",
                 4,
                 0o200,
-                Arc::new(CtlFile {
+                Arc::new(super::ctl::LineCommands(Arc::new(ProcCommands {
                     server: self.server.clone(),
                     proc: p.clone(),
-                }),
+                }))),
             ),
         ];
         Node {
@@ -242,40 +242,21 @@ impl Handle for StatHandle {
     }
 }
 
-/// `proc/{pid}/ctl`: `signal N|NAME`, `kill`, `dismiss`.
-struct CtlFile {
+/// `proc/{pid}/ctl`'s commands: `signal N|NAME`, `kill`, `dismiss`. An
+/// open `ctl` keeps the process's directory (as any open file of it does).
+struct ProcCommands {
     server: Arc<Server>,
     proc: Arc<Proc>,
 }
 
-impl File for CtlFile {
-    fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
-        Ok(Arc::new(CtlHandle {
-            server: self.server.clone(),
-            proc: self.proc.clone(),
-            _open: self.proc.open_file(),
-        }))
+impl super::ctl::Commands for ProcCommands {
+    type Open = OpenFile;
+    const BLOCKING: bool = false;
+
+    fn opened(&self) -> OpenFile {
+        self.proc.open_file()
     }
-}
 
-struct CtlHandle {
-    server: Arc<Server>,
-    proc: Arc<Proc>,
-    _open: OpenFile,
-}
-
-#[async_trait]
-impl Handle for CtlHandle {
-    async fn write(&self, _offset: u64, data: Vec<u8>) -> Result<u32, Error> {
-        let (n, commands) = super::ctl_commands(data)?;
-        for line in &commands {
-            self.apply(line.trim())?;
-        }
-        Ok(n)
-    }
-}
-
-impl CtlHandle {
     fn apply(&self, line: &str) -> Result<(), Error> {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
