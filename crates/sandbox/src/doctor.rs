@@ -90,29 +90,33 @@ impl ToolIds {
 
 impl Facts {
     /// The facts of a server started now on this host with the same
-    /// environment: `force_containment`, `force_userns` and
-    /// `force_tools_pidns` are the values of `TOOLSRV_CONTAINMENT`,
-    /// `TOOLSRV_USERNS` and `TOOLSRV_TOOLS_PIDNS`; its workspace would be
-    /// the current directory. Changes nothing (the namespace probes run in a
-    /// throwaway child process; the id maps are tried on a detached clone).
-    pub fn host(
-        force_containment: Option<&str>,
-        force_userns: Option<&str>,
-        force_tools_pidns: Option<&str>,
-    ) -> Facts {
-        let id = identity::probe(force_userns);
+    /// `forces` (the forcing variables); its workspace would be the current
+    /// directory. Decided by the same rules start-up applies (the
+    /// containment's [`Force`](crate::contain) parse, the view's
+    /// [`ViewMechanism::choose`](crate::ViewMechanism::choose) rules).
+    /// Changes nothing (the namespace probes run in a throwaway child
+    /// process; the id maps are tried on a detached clone).
+    pub fn host(forces: &crate::Forces) -> Facts {
+        let id = identity::probe(forces.userns.as_deref());
         let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
         let tool_ids = id.tools.as_deref().map(|t| ToolIds::of(t, &cwd));
         let may_create = matches!(
             id.mode,
             Mode::Root | Mode::RootToolNamespace | Mode::OwnNamespace
         );
-        let containment = crate::contain::probe(force_containment, may_create);
+        let (containment, mechanism) =
+            crate::contain::probe(forces.containment.as_deref(), may_create);
         let attribution = toolsrv_watch::probe(
             containment.mechanism.starts_with("pid-namespace"),
-            force_tools_pidns.is_some_and(|v| v.eq_ignore_ascii_case("off")),
+            forces.tools_pidns_off(),
         )
         .into();
+        let filesystem_view = match crate::view::Mechanism::forced_off(forces.view.as_deref())
+            .or_else(|| crate::view::Mechanism::unreachable_from(mechanism))
+        {
+            Some(why) if id.mount_namespace.is_ok() => Err(why),
+            _ => id.mount_namespace,
+        };
         Facts {
             source: Source::Host,
             landlock_abi: crate::confine::landlock_abi(),
@@ -122,7 +126,7 @@ impl Facts {
             ids: sys::effective_ids(),
             identity_reason: id.reason,
             tool_ids,
-            filesystem_view: id.mount_namespace,
+            filesystem_view,
             unconfined: false,
             attribution,
         }

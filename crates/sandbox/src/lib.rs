@@ -42,6 +42,7 @@
 mod confine;
 mod contain;
 mod doctor;
+mod forces;
 mod identity;
 mod open;
 mod policy;
@@ -77,6 +78,9 @@ pub use contain::Mechanism as ContainMechanism;
 // (`TOOLSRV_CONTAINMENT`).
 pub use contain::FORCE_ENV as CONTAIN_FORCE_ENV;
 pub use contain::{teardown, Containment, Enforcement, Run};
+
+// The variables that force a host mechanism, read in one place.
+pub use forces::Forces;
 
 // Diagnosis: what a host or a running server enforces (`toolsrv doctor`).
 pub use doctor::{seccomp_available, Facts, Missing, Report, Source, ToolIds};

@@ -22,8 +22,6 @@ use std::time::Duration;
 use toolsrv_sandbox::ContainMechanism as Containment;
 use toolsrv_watch::{Mechanism, Quarantine, ToolsPidNs, Watcher};
 
-pub(crate) use toolsrv_watch::FORCE_ENV;
-
 /// The server's watch: what a policy acting on creations needs.
 pub(crate) struct Watch {
     tools_ns: Option<ToolsPidNs>,
@@ -44,9 +42,7 @@ impl std::fmt::Debug for Watch {
 /// `<socket>.state`: the server's own state beside its socket (one of the
 /// files hidden from every tool).
 pub(crate) fn state_dir(listen: &Path) -> PathBuf {
-    let mut s = listen.as_os_str().to_owned();
-    s.push(".state");
-    PathBuf::from(s)
+    toolsrv_base::Sibling::State.of(listen)
 }
 
 impl Watch {

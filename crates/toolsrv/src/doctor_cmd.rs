@@ -34,15 +34,7 @@ pub fn main(global: &Global, sandbox: Option<PathBuf>) -> ExitCode {
 fn run(global: &Global, sandbox: Option<PathBuf>) -> Result<bool> {
     let (policy, path, broken) = policy(sandbox)?;
     // Probed before any thread exists (the namespace probes fork).
-    let facts = Facts::host(
-        std::env::var(toolsrv_sandbox::CONTAIN_FORCE_ENV)
-            .ok()
-            .as_deref(),
-        std::env::var(toolsrv_sandbox::IDENTITY_FORCE_ENV)
-            .ok()
-            .as_deref(),
-        std::env::var(toolsrv_watch::FORCE_ENV).ok().as_deref(),
-    );
+    let facts = Facts::host(&toolsrv_sandbox::Forces::from_env());
     let mut host = Report::evaluate(&facts, &policy.current(), path.as_deref());
     if let Some(why) = &broken {
         // What a server started now would do: refuse to start.

@@ -33,6 +33,7 @@ fn doctor(args: &[&str], env: &[(&str, &str)]) -> Output {
         .env_remove("TOOLSRV_SOCKET")
         .env_remove("TOOLSRV_CONTAINMENT")
         .env_remove("TOOLSRV_USERNS")
+        .env_remove("TOOLSRV_VIEW")
         .stdin(std::process::Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -170,6 +171,45 @@ fn doctor_exits_1_when_the_policy_asks_for_what_the_host_does_not_enforce() {
             .iter()
             .any(|m| m["what"].as_str().unwrap().starts_with("limits.memory")),
         "{v}"
+    );
+}
+
+/// `TOOLSRV_VIEW=off` makes a server fall back to carving, and doctor, which
+/// reads the same variables and decides by the same rules, says so (it
+/// ignored the variable); an unknown `TOOLSRV_CONTAINMENT` is detected as
+/// `auto` by both, cgroups here (a server skipped cgroups for it and used
+/// a PID namespace per run, while the doctor said cgroups).
+#[test]
+fn doctor_decides_from_the_forcing_variables_as_start_up_does() {
+    let plain = json(&doctor(&["--json"], &[]));
+    assert_eq!(
+        plain["host"]["filesystem"]["mechanism"], "mount-namespace-view",
+        "{plain}"
+    );
+    let v = json(&doctor(&["--json"], &[("TOOLSRV_VIEW", "off")]));
+    let fs = &v["host"]["filesystem"];
+    assert_eq!(fs["mechanism"], "landlock-only-fallback", "{v}");
+    assert_eq!(fs["detail"], "TOOLSRV_VIEW=off", "{v}");
+    let unknown = json(&doctor(&["--json"], &[("TOOLSRV_CONTAINMENT", "cgroups")]));
+    assert_eq!(
+        unknown["host"]["containment"]["mechanism"], "cgroup",
+        "{unknown}"
+    );
+    let srv = Launch::new()
+        .arg("--no-auth")
+        .env("TOOLSRV_CONTAINMENT", "cgroups")
+        .env("TOOLSRV_VIEW", "off")
+        .start();
+    let out = cli(&srv.socket)
+        .args(["--json", "doctor"])
+        .env_remove("TOOLSRV_CONTAINMENT")
+        .output()
+        .expect("run toolsrv doctor");
+    let server = &json(&out)["server"];
+    assert_eq!(server["containment"]["mechanism"], "cgroup", "{server}");
+    assert_eq!(
+        server["filesystem"]["mechanism"], "landlock-only-fallback",
+        "{server}"
     );
 }
 

@@ -3,7 +3,7 @@
 //! for an unprivileged server), else the process group only.
 
 use super::hierarchy::Cgroups;
-use super::{Containment, Mechanism, FORCE_ENV};
+use super::{Containment, Force, Mechanism, FORCE_ENV};
 use crate::identity::IdMaps;
 
 impl Containment {
@@ -14,10 +14,15 @@ impl Containment {
     /// `force` is the value of [`FORCE_ENV`], if set (the caller reads it: the
     /// server scrubs `TOOLSRV_*` from its environment at startup).
     pub fn start(force: Option<&str>) -> Containment {
-        let force = force.unwrap_or_default();
+        let force = Force::parse(force);
         let mut notes = Vec::new();
+        if let Force::Unknown(other) = &force {
+            notes.push(format!(
+                "{FORCE_ENV}={other:?} is not one of auto, cgroup, pidns, userns, none: detecting"
+            ));
+        }
         match force {
-            "" | "auto" | "cgroup" => {
+            Force::Auto | Force::Cgroup | Force::Unknown(_) => {
                 if let Some(cg) = Cgroups::start(&mut notes) {
                     let summary = cg.describe();
                     return Containment {
@@ -28,26 +33,20 @@ impl Containment {
                         own_ids: None,
                     };
                 }
-                if force == "cgroup" {
+                if force == Force::Cgroup {
                     notes.push(format!("{FORCE_ENV}=cgroup, but no cgroup is writable"));
                 }
                 Containment::namespaces(!crate::identity::may_create_namespaces(), notes)
             }
-            "pidns" => Containment::namespaces(false, notes),
-            "userns" => Containment::namespaces(true, notes),
-            "none" => Containment {
+            Force::PidNs => Containment::namespaces(false, notes),
+            Force::UserNs => Containment::namespaces(true, notes),
+            Force::None => Containment {
                 mechanism: Mechanism::None,
                 cgroups: None,
                 summary: format!("none ({FORCE_ENV}=none)"),
                 notes,
                 own_ids: None,
             },
-            other => {
-                notes.push(format!(
-                    "{FORCE_ENV}={other:?} is not one of auto, cgroup, pidns, userns, none: detecting"
-                ));
-                Containment::namespaces(!crate::identity::may_create_namespaces(), notes)
-            }
         }
     }
 
@@ -64,5 +63,25 @@ impl Containment {
             notes,
             own_ids: user.then(IdMaps::current),
         }
+    }
+}
+
+#[cfg(test)]
+mod force_tests {
+    use super::Force;
+
+    #[test]
+    fn the_forcing_values_parse_and_anything_else_is_unknown() {
+        assert_eq!(Force::parse(None), Force::Auto);
+        assert_eq!(Force::parse(Some("")), Force::Auto);
+        assert_eq!(Force::parse(Some("auto")), Force::Auto);
+        assert_eq!(Force::parse(Some("cgroup")), Force::Cgroup);
+        assert_eq!(Force::parse(Some("pidns")), Force::PidNs);
+        assert_eq!(Force::parse(Some("userns")), Force::UserNs);
+        assert_eq!(Force::parse(Some("none")), Force::None);
+        assert_eq!(
+            Force::parse(Some("cgroups")),
+            Force::Unknown("cgroups".to_string())
+        );
     }
 }

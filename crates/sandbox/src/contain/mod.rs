@@ -47,6 +47,38 @@ use hierarchy::Cgroups;
 /// `none`); for tests and for hosts where detection guesses wrong.
 pub const FORCE_ENV: &str = "TOOLSRV_CONTAINMENT";
 
+/// A value of [`FORCE_ENV`], parsed once for start-up and the doctor alike.
+/// An unknown value is detected like `auto` (cgroups first), with a note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Force {
+    /// Unset, empty or `auto`: cgroups where writable, else namespaces.
+    Auto,
+    /// `cgroup`: as `auto`, with a note where no cgroup is writable.
+    Cgroup,
+    /// `pidns`: a PID namespace per run.
+    PidNs,
+    /// `userns`: a PID namespace and a user namespace per run.
+    UserNs,
+    /// `none`: the process group only.
+    None,
+    /// Anything else (detected as `auto`).
+    Unknown(String),
+}
+
+impl Force {
+    /// The value `force` (of [`FORCE_ENV`]) names.
+    pub(crate) fn parse(force: Option<&str>) -> Force {
+        match force.unwrap_or_default() {
+            "" | "auto" => Force::Auto,
+            "cgroup" => Force::Cgroup,
+            "pidns" => Force::PidNs,
+            "userns" => Force::UserNs,
+            "none" => Force::None,
+            other => Force::Unknown(other.to_string()),
+        }
+    }
+}
+
 /// How runs are contained on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {

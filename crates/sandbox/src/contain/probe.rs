@@ -4,7 +4,7 @@
 //! the host, of a server started now ([`probe`]).
 
 use super::mounts::{self, Hierarchy};
-use super::{Mechanism, FORCE_ENV};
+use super::{Force, Mechanism, FORCE_ENV};
 
 /// How a run is contained and how each limit of docs/tools.md `limits:` is
 /// enforced; `None` for a limit nothing enforces.
@@ -84,29 +84,33 @@ pub(crate) fn without_cgroups(mechanism: Mechanism, root: bool) -> Enforcement {
     }
 }
 
-/// What a server started now would enforce here, with `force` (the value
-/// of [`FORCE_ENV`]) and `may_create_namespaces` (root, or a server that
-/// can enter its own user namespace). Reads the cgroup files and checks
-/// write access only: makes, moves and removes nothing.
-pub(crate) fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforcement {
+/// What a server started now would enforce here, and with which
+/// mechanism, with `force` (the value of [`FORCE_ENV`], parsed as
+/// [`Containment::start`](super::Containment::start) parses it) and
+/// `may_create_namespaces` (root, or a server that can enter its own user
+/// namespace). Reads the cgroup files and checks write access only: makes,
+/// moves and removes nothing.
+pub(crate) fn probe(force: Option<&str>, may_create_namespaces: bool) -> (Enforcement, Mechanism) {
     let root = crate::contain::sys::is_root();
-    let namespaces = || {
-        without_cgroups(
-            Mechanism::PidNamespace {
-                user: !may_create_namespaces,
-            },
-            root,
-        )
+    let ns = Mechanism::PidNamespace {
+        user: !may_create_namespaces,
     };
-    match force.unwrap_or_default() {
-        "pidns" => return without_cgroups(Mechanism::PidNamespace { user: false }, root),
-        "userns" => return without_cgroups(Mechanism::PidNamespace { user: true }, root),
-        "none" => {
+    let namespaces = || (without_cgroups(ns, root), ns);
+    match Force::parse(force) {
+        Force::PidNs => {
+            let m = Mechanism::PidNamespace { user: false };
+            return (without_cgroups(m, root), m);
+        }
+        Force::UserNs => {
+            let m = Mechanism::PidNamespace { user: true };
+            return (without_cgroups(m, root), m);
+        }
+        Force::None => {
             let mut e = without_cgroups(Mechanism::None, root);
             e.grouping = format!("nothing ({FORCE_ENV}=none)");
-            return e;
+            return (e, Mechanism::None);
         }
-        _ => {}
+        Force::Auto | Force::Cgroup | Force::Unknown(_) => {}
     }
     let hierarchies = mounts::hierarchies();
     let writable = |h: &&Hierarchy| super::sys::may_write(&h.own_dir);
@@ -142,11 +146,12 @@ pub(crate) fn probe(force: Option<&str>, may_create_namespaces: bool) -> Enforce
     } else {
         memory_v1.map(|h| format!("v1 memory.limit_in_bytes ({})", h.own_dir.display()))
     };
-    Enforcement::cgroup(
+    let e = Enforcement::cgroup(
         grouping,
         processes,
         memory,
         v2.is_some(),
         v1("cpuacct").is_some(),
-    )
+    );
+    (e, Mechanism::Cgroup)
 }

@@ -83,13 +83,45 @@ impl Mechanism {
         }
     }
 
+    /// Why `force` (the value of [`FORCE_ENV`]) turns the view off, if it
+    /// does (`off`, `0`, `false`, `none`).
+    pub(crate) fn forced_off(force: Option<&str>) -> Option<String> {
+        force
+            .filter(|f| matches!(*f, "off" | "0" | "false" | "none"))
+            .map(|f| format!("{FORCE_ENV}={f}"))
+    }
+
+    /// Why a view cannot serve runs that each enter their own user
+    /// namespace (`containment`), if they do: the children of such a run
+    /// cannot join a mount namespace the server owns.
+    pub(crate) fn unreachable_from(containment: crate::contain::Mechanism) -> Option<String> {
+        (containment == crate::contain::Mechanism::PidNamespace { user: true }).then(|| {
+            "each run gets its own user namespace, from which the server's mount namespaces cannot be entered"
+                .to_string()
+        })
+    }
+
+    /// How this server protects the filesystem, decided once: the view,
+    /// unless `force` turns it off, runs enter their own user namespace
+    /// (`containment`), or a mount namespace cannot be made here (tried
+    /// once, on a thread). `toolsrv doctor` decides with the same rules
+    /// ([`crate::Facts::host`]).
+    pub fn choose(force: Option<&str>, containment: crate::contain::Mechanism) -> Mechanism {
+        if let Some(why) = Mechanism::forced_off(force) {
+            return Mechanism::LandlockOnly(why);
+        }
+        let probed = Mechanism::probe(None);
+        match Mechanism::unreachable_from(containment) {
+            Some(why) if probed.is_view() => Mechanism::LandlockOnly(why),
+            _ => probed,
+        }
+    }
+
     /// What this host offers: the view, unless `force` is `off` or a
     /// mount namespace cannot be made here (tried once, on a thread).
     pub fn probe(force: Option<&str>) -> Mechanism {
-        if let Some(f) = force {
-            if matches!(f, "off" | "0" | "false" | "none") {
-                return Mechanism::LandlockOnly(format!("{FORCE_ENV}={f}"));
-            }
+        if let Some(why) = Mechanism::forced_off(force) {
+            return Mechanism::LandlockOnly(why);
         }
         // The smallest real view: an empty root with `/` in it, pivoted into.
         let tried = std::thread::Builder::new()

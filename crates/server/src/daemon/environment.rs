@@ -1,19 +1,13 @@
 //! What the daemon takes from its environment, and wipes from it before any
 //! tool could read it.
 
-use toolsrv_sandbox::{CONTAIN_FORCE_ENV, IDENTITY_FORCE_ENV, VIEW_FORCE_ENV};
+use toolsrv_sandbox::Forces;
 
 /// The variables the daemon reads before the environment is wiped.
 pub(super) struct Inherited {
-    /// `TOOLSRV_CONTAINMENT`: forces a containment mechanism.
-    pub(super) containment: Option<String>,
-    /// `TOOLSRV_USERNS`: forces the identity mode.
-    pub(super) userns: Option<String>,
-    /// `TOOLSRV_VIEW`: `off` forces the Landlock-only fallback.
-    pub(super) view: Option<String>,
-    /// `TOOLSRV_TOOLS_PIDNS`: `off` keeps confined runs out of a tools PID
-    /// namespace.
-    pub(super) tools_pidns: Option<String>,
+    /// The variables that force a host mechanism (`TOOLSRV_CONTAINMENT`,
+    /// `TOOLSRV_USERNS`, `TOOLSRV_VIEW`, `TOOLSRV_TOOLS_PIDNS`).
+    pub(super) forces: Forces,
     /// Whether a service manager passed the listening socket.
     pub(super) activated: bool,
 }
@@ -28,10 +22,7 @@ impl Inherited {
     /// the environment meanwhile.
     pub(super) unsafe fn take() -> Inherited {
         let inherited = Inherited {
-            containment: std::env::var(CONTAIN_FORCE_ENV).ok(),
-            userns: std::env::var(IDENTITY_FORCE_ENV).ok(),
-            view: std::env::var(VIEW_FORCE_ENV).ok(),
-            tools_pidns: std::env::var(crate::watch::FORCE_ENV).ok(),
+            forces: Forces::from_env(),
             // Safety: single-threaded (this function's precondition).
             activated: unsafe { take_socket_activation() },
         };

@@ -42,20 +42,10 @@ pub(super) fn fit_descriptor_limit(config: &mut Config) {
     }
 }
 
-/// How the filesystem is protected here: the prepared view, unless
-/// `TOOLSRV_VIEW=off` forces the fallback, the host cannot make a mount
-/// namespace, or runs enter their own user namespace (an unprivileged
-/// server without one of its own), whose children cannot join a namespace
-/// the server owns.
+/// How the filesystem is protected here ([`View::choose`], the rules
+/// `toolsrv doctor` applies too).
 pub(super) fn filesystem_mechanism(force: Option<&str>, containment: &Containment) -> View {
-    let probed = View::probe(force);
-    if probed.is_view() && containment.mechanism() == (Mechanism::PidNamespace { user: true }) {
-        return View::LandlockOnly(
-            "each run gets its own user namespace, from which the server's mount namespaces cannot be entered"
-                .to_string(),
-        );
-    }
-    probed
+    View::choose(force, containment.mechanism())
 }
 
 /// A root server's confined tools run in their own user namespace only

@@ -98,14 +98,15 @@ impl Daemon {
         // that its tools keep its uid and gid and the namespaces below need
         // no user namespace per run.
         // A root server makes its tools' user namespace here (a helper child).
-        let mut identity =
-            Identity::establish(inherited.userns.as_deref()).map_err(DaemonError::Identity)?;
+        let mut identity = Identity::establish(inherited.forces.userns.as_deref())
+            .map_err(DaemonError::Identity)?;
         // Before any thread exists: make this server's groups (and remove
         // those of dead servers), fork the watchdog that tears them down if
         // the server dies, and become the subreaper of everything our tools
         // start.
-        let containment = Arc::new(Containment::start(inherited.containment.as_deref()));
-        config.filesystem = host::filesystem_mechanism(inherited.view.as_deref(), &containment);
+        let containment = Arc::new(Containment::start(inherited.forces.containment.as_deref()));
+        config.filesystem =
+            host::filesystem_mechanism(inherited.forces.view.as_deref(), &containment);
         host::settle_tools_identity(&mut identity, &config.filesystem);
         config.facts = Some(host::server_facts(&config, &identity, &containment));
         config.presence = true;
@@ -118,7 +119,7 @@ impl Daemon {
         // quarantine.
         let watch = crate::watch::Watch::start(
             containment.mechanism(),
-            inherited.tools_pidns.as_deref(),
+            inherited.forces.tools_pidns.as_deref(),
             &crate::watch::state_dir(&config.listen),
         );
         if let Some(f) = &mut config.facts {
