@@ -4,6 +4,29 @@
 
 use std::io;
 
+/// Sends `sig` to process `pid` (a negative `pid` addresses a process
+/// group; a `pid` of 0 or -1 is refused with `EINVAL`, since kill(2) would
+/// take it for "my group" or "every process"). A process that is gone is
+/// `ESRCH`.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    if pid == 0 || pid == -1 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    crate::sys::kill(pid, sig)
+}
+
+/// Whether process `pid` exists (it may be a zombie, or another user's:
+/// `EPERM` counts as alive).
+pub fn alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match crate::sys::kill(pid, 0) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
 /// A process: pid and start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessId {
@@ -105,6 +128,27 @@ impl std::fmt::Display for ProcessId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kill_refuses_the_pids_that_mean_many_processes_and_alive_sees_a_reaped_child_gone() {
+        for pid in [0, -1] {
+            let e = kill(pid, 0).expect_err("refused");
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "pid {pid}");
+        }
+        let me = i32::try_from(std::process::id()).expect("pid fits");
+        assert!(alive(me));
+        kill(me, 0).expect("signal 0 to myself");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = i32::try_from(child.id()).expect("pid fits");
+        child.wait().expect("reap");
+        assert!(!alive(pid), "a reaped child is gone");
+        assert_eq!(
+            kill(pid, 0).map_err(|e| e.raw_os_error()),
+            Err(Some(libc::ESRCH))
+        );
+    }
 
     #[test]
     fn a_command_name_with_spaces_and_parentheses_is_skipped() {

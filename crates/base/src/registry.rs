@@ -23,6 +23,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::process::ProcessId;
+use crate::Sibling;
 
 /// The registry's directory in a per-user directory.
 pub fn dir(user_dir: &Path) -> PathBuf {
@@ -68,22 +69,14 @@ pub struct Entry {
     pub hidden: Vec<PathBuf>,
 }
 
-/// The siblings of a socket that are hidden with it: the legacy client
-/// secret and the MCP bridge's default token file.
-pub const SOCKET_SIBLINGS: &[&str] = &[".secret", ".mcp-token"];
-
 impl Entry {
-    /// Every path to hide for this entry: each socket and its
-    /// [`SOCKET_SIBLINGS`], then the other files.
+    /// Every path to hide for this entry: each socket and its siblings
+    /// ([`Sibling::HIDDEN_WITH_SOCKET`]), then the other files.
     pub fn hidden_paths(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for s in &self.sockets {
             out.push(s.clone());
-            for suffix in SOCKET_SIBLINGS {
-                let mut p = s.clone().into_os_string();
-                p.push(suffix);
-                out.push(PathBuf::from(p));
-            }
+            out.extend(Sibling::HIDDEN_WITH_SOCKET.iter().map(|k| k.of(s)));
         }
         out.extend(self.hidden.iter().cloned());
         out

@@ -22,6 +22,17 @@ pub struct FileStamp {
 }
 
 impl FileStamp {
+    /// A stamp no stat gives (device and inode 0): for a file that could
+    /// not be looked at, so that the next look that succeeds differs.
+    pub const UNKNOWN: FileStamp = FileStamp {
+        dev: 0,
+        ino: 0,
+        size: 0,
+        mtime: (0, 0),
+        ctime: (0, 0),
+        mode: 0,
+    };
+
     /// The stamp of a file whose metadata is at hand.
     pub fn of(m: &Metadata) -> FileStamp {
         FileStamp {

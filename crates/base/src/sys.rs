@@ -28,3 +28,14 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// `kill(pid, sig)`: `sig` to process `pid` (a negative `pid` addresses a
+/// process group, 0 as `sig` only checks that it exists). The one wrapper
+/// of kill(2) every crate uses ([`crate::process::kill`]).
+pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // Safety: kill(2) takes integers only and touches no memory.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -144,9 +144,7 @@ pub fn socket_secret(socket: &Path) -> Result<String, ClientError> {
 /// where `toolsrv remote` pins a forwarded socket's. Read when it exists,
 /// never created by [`resolve_secret`].
 pub fn default_secret_path(socket: &Path) -> PathBuf {
-    let mut s = OsString::from(socket.as_os_str());
-    s.push(".secret");
-    PathBuf::from(s)
+    toolsrv_base::Sibling::Secret.of(socket)
 }
 
 /// Read and trim a secret file; `Ok(None)` if it does not exist.

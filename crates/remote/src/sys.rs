@@ -14,15 +14,7 @@ pub(crate) fn flock(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// `kill(pid, sig)`.
-pub(crate) fn kill(pid: i32, sig: libc::c_int) -> io::Result<()> {
-    // Safety: kill(2) takes integers only and touches no memory.
-    if unsafe { libc::kill(pid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+pub(crate) use toolsrv_base::process::kill;
 
 /// `setsid()`: the calling process leads a new session with no terminal.
 /// Async-signal-safe, so it may run between fork and exec.

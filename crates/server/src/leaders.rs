@@ -27,9 +27,7 @@ const SURVIVORS_GONE: Duration = Duration::from_secs(3);
 
 /// The record of a socket: `<socket>.runs`.
 pub fn record_path(socket: &Path) -> PathBuf {
-    let mut p = socket.to_path_buf().into_os_string();
-    p.push(".runs");
-    p.into()
+    toolsrv_base::Sibling::Runs.of(socket)
 }
 
 /// The start time of process `pid` (field 22 of `/proc/<pid>/stat`), if it

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 use toolsrv_vfs::{Auth, NoAuth};
 
+use toolsrv_base::Sibling;
 use toolsrv_metadata::{Catalog, Host};
 
 use crate::auth::{SecretAuth, SecretAuthPolicy};
@@ -35,10 +36,6 @@ fn server_files(
     tools_dir: &std::path::Path,
     registry: Option<std::path::PathBuf>,
 ) -> toolsrv_sandbox::ServerFiles {
-    let mut secret = config.listen.clone().into_os_string();
-    secret.push(".secret");
-    let mut mcp_token = config.listen.clone().into_os_string();
-    mcp_token.push(".mcp-token");
     let profiles = config
         .sandbox
         .parent()
@@ -46,8 +43,8 @@ fn server_files(
         .join("sandbox");
     let hidden = [
         config.listen.clone(),
-        secret.into(),
-        mcp_token.into(),
+        Sibling::Secret.of(&config.listen),
+        Sibling::McpToken.of(&config.listen),
         crate::leaders::record_path(&config.listen),
         crate::watch::state_dir(&config.listen),
     ]
@@ -163,7 +160,7 @@ impl Server {
             .unwrap_or(0);
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".into());
         let facts = config.facts.clone().unwrap_or_else(|| {
-            let mut f = toolsrv_sandbox::Facts::host(None, None, None);
+            let mut f = toolsrv_sandbox::Facts::host(&toolsrv_sandbox::Forces::default());
             f.source = toolsrv_sandbox::Source::Server;
             f.containment = containment.enforcement();
             f.unconfined = config.yolo;

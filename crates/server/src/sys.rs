@@ -144,11 +144,7 @@ pub(crate) fn umask(mask: libc::mode_t) -> libc::mode_t {
     unsafe { libc::umask(mask) }
 }
 
-/// `kill(pid, sig)` (a negative `pid` is a process group).
-pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
-    // Safety: kill with integer arguments; no memory involved.
-    zero_or_errno(unsafe { libc::kill(pid, sig) })
-}
+pub(crate) use toolsrv_base::process::kill;
 
 /// `getpgid(pid)`: the process group of `pid`.
 pub(crate) fn getpgid(pid: i32) -> io::Result<i32> {

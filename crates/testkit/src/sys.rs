@@ -2,10 +2,7 @@
 
 /// `kill(pid, sig)`; the result is ignored (the process may be gone).
 pub(crate) fn kill(pid: i32, sig: i32) {
-    // Safety: kill(2) takes integers only and touches no memory.
-    unsafe {
-        libc::kill(pid, sig);
-    }
+    let _ = toolsrv_base::process::kill(pid, sig);
 }
 
 /// Every signal back to its default disposition (`SIGKILL` and `SIGSTOP`

@@ -93,11 +93,7 @@ async fn serve_http(
         None => {
             let file = match &a.token_file {
                 Some(f) => f.clone(),
-                None => {
-                    let mut p = crate::connect::socket_path(global)?.into_os_string();
-                    p.push(".mcp-token");
-                    PathBuf::from(p)
-                }
+                None => toolsrv_base::Sibling::McpToken.of(&crate::connect::socket_path(global)?),
             };
             (toolsrv_mcp::generate_token(), Some(file))
         }

@@ -1,20 +1,12 @@
 //! The few raw system calls of containment, each behind a typed wrapper.
 
-/// Sends `sig` to process `pid`; a process that is already gone is no error.
+/// Sends `sig` to process `pid` (a negative `pid`: its group); a process
+/// that is already gone is no error.
 pub(crate) fn kill(pid: i32, sig: i32) {
-    if pid <= 0 {
-        return;
-    }
-    // Safety: kill(2) takes no pointers.
-    unsafe { libc::kill(pid, sig) };
+    let _ = toolsrv_base::process::kill(pid, sig);
 }
 
-/// Whether process `pid` exists (it may be a zombie).
-pub(crate) fn alive(pid: i32) -> bool {
-    // Safety: kill(2) with signal 0 only checks; no pointers.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
+pub(crate) use toolsrv_base::process::alive;
 
 /// This process's pid.
 pub(crate) fn getpid() -> i32 {

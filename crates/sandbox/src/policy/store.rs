@@ -4,38 +4,15 @@ use super::{Policy, PolicyError, DEFAULT_POLICY};
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use toolsrv_base::LockUnpoisoned;
-
-/// What identifies one version of a file: a change in any field means re-parse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fingerprint {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Fingerprint {
-    fn of(meta: &fs::Metadata) -> Fingerprint {
-        Fingerprint {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-}
+use toolsrv_base::{FileStamp, LockUnpoisoned};
 
 /// One watched file: the version last looked at and the last policy that parsed.
 #[derive(Debug)]
 struct Entry {
     /// `None`: the file did not exist.
-    seen: Option<Fingerprint>,
+    seen: Option<FileStamp>,
     /// The last good policy (`None` only for a profile that never parsed).
     good: Option<Arc<Policy>>,
 }
@@ -67,7 +44,7 @@ pub struct PolicyStore {
 enum Look {
     Missing,
     Same,
-    Changed(Fingerprint, Box<Result<Policy, PolicyError>>),
+    Changed(FileStamp, Box<Result<Policy, PolicyError>>),
 }
 
 impl PolicyStore {
@@ -77,7 +54,7 @@ impl PolicyStore {
     pub fn open(path: &Path) -> Result<PolicyStore, PolicyError> {
         let (seen, policy) = match fs::metadata(path) {
             Ok(meta) => {
-                let fp = Fingerprint::of(&meta);
+                let fp = FileStamp::of(&meta);
                 (Some(fp), load(path)?)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -284,10 +261,10 @@ fn valid_profile_name(name: &str) -> bool {
 }
 
 /// Stats `path` and, when its fingerprint differs from `seen`, reads and parses it.
-fn look(path: &Path, seen: Option<Fingerprint>) -> Look {
+fn look(path: &Path, seen: Option<FileStamp>) -> Look {
     match fs::metadata(path) {
         Ok(meta) => {
-            let fp = Fingerprint::of(&meta);
+            let fp = FileStamp::of(&meta);
             if Some(fp) == seen {
                 Look::Same
             } else {
@@ -296,13 +273,7 @@ fn look(path: &Path, seen: Option<Fingerprint>) -> Look {
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Look::Missing,
         Err(source) if seen.is_none() => Look::Changed(
-            Fingerprint {
-                dev: 0,
-                ino: 0,
-                size: 0,
-                mtime: (0, 0),
-                ctime: (0, 0),
-            },
+            FileStamp::UNKNOWN,
             Box::new(Err(PolicyError::Io {
                 file: path.to_path_buf(),
                 source,

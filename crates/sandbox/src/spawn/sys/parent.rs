@@ -98,14 +98,7 @@ pub(crate) fn dup_cloexec_from(fd: RawFd, min: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
-/// Sends `sig` to process `pid` (a negative `pid` addresses a process group).
-pub(crate) fn kill(pid: i32, sig: i32) -> io::Result<()> {
-    // Safety: kill has no memory arguments.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
+pub(crate) use toolsrv_base::process::kill;
 
 /// The process group of `pid`, or -1 where it has none (it is gone).
 pub(crate) fn getpgid(pid: i32) -> i32 {
