@@ -1,6 +1,9 @@
 //! The `toolsrv-bench` binary end to end: it starts the real server (the
 //! `toolsrv` built next to it in the same target dir), measures, and reports.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 
 #[test]

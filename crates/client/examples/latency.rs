@@ -4,6 +4,9 @@
 //! Usage: `cargo run -p toolsrv-client --example latency -- <socket> [iterations]`
 //! against `toolsrv serve --listen <socket> --no-auth`.
 
+// An example program: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

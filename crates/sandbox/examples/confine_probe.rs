@@ -4,6 +4,9 @@
 //! Usage: `confine_probe <fds|pdeathsig|udp|netlink|unix-pair|io-uring|tcp PORT|
 //! abstract NAME|abstract-self NAME|kill PID SIG|truncate PATH|bind PORT>`
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{self, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::linux::net::SocketAddrExt;

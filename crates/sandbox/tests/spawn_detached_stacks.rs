@@ -2,6 +2,9 @@
 //! does not keep one (each is a 64 KiB mapping plus a guard page). Its own test
 //! binary, so no other test's mappings come and go meanwhile.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod spawn_support;
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! architectures, seccomp policies that refuse `clone3`): the child resets
 //! every signal itself. Its own test binary, since the switch is process-wide.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod spawn_support;
 
 use spawn_support::{run, sh, status_field};

@@ -2,6 +2,9 @@
 //! no page tables, so it keeps working (and stays fast). Prints spawns/s idle vs loaded
 //! (`cargo test -p toolsrv-sandbox --test spawn_memory -- --nocapture`).
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod spawn_support;
 
 use std::time::Instant;

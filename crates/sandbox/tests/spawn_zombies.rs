@@ -1,6 +1,9 @@
 //! Many spawns (successful and failing) leave no zombie and no descriptor behind.
 //! Its own test binary: no other test's children are around while it counts.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod spawn_support;
 
 use spawn_support::run;

@@ -4,6 +4,9 @@
 //! tests that look at the whole process (its zombies, its mappings, a
 //! process-wide switch, a large heap) are binaries of their own.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod spawn_support;
 
 mod confine_caps;

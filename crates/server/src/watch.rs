@@ -17,6 +17,7 @@
 //! go to another namespace), unless `TOOLSRV_TOOLS_PIDNS=off`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use toolsrv_sandbox::ContainMechanism as Containment;
@@ -25,7 +26,7 @@ use toolsrv_watch::{Mechanism, Quarantine, ToolsPidNs, Watcher};
 /// The server's watch: what a policy acting on creations needs.
 pub(crate) struct Watch {
     tools_ns: Option<ToolsPidNs>,
-    watcher: Option<Watcher>,
+    watcher: Option<Arc<Watcher>>,
     quarantine: Option<Quarantine>,
     mechanism: Mechanism,
 }
@@ -80,6 +81,7 @@ impl Watch {
         let watcher = (mechanism.name != "none")
             .then(|| {
                 Watcher::new(tools_ns.as_ref())
+                    .map(Arc::new)
                     .map_err(|e| tracing::warn!(error = %e, "cannot make the fanotify group"))
                     .ok()
             })
@@ -105,7 +107,7 @@ impl Watch {
 
     /// The fanotify group (marks and events).
     #[allow(dead_code)] // The policy of issue 34 is its user.
-    pub(crate) fn watcher(&self) -> Option<&Watcher> {
+    pub(crate) fn watcher(&self) -> Option<&Arc<Watcher>> {
         self.watcher.as_ref()
     }
 

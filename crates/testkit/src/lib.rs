@@ -12,6 +12,9 @@
 //!   under `CI=true` when `.ci/run` should have installed what it lacks).
 //!
 //! Every wait is bounded ([`WAIT`]) and polls a condition ([`wait_until`]).
+
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
 mod paths;

@@ -15,6 +15,9 @@
 //! Usage: `keyprobe NAME` (the name of a key the test put in the server's
 //! session keyring).
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::ffi::CString;
 use std::io::{self, Write};
 

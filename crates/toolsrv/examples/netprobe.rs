@@ -6,6 +6,9 @@
 //! Usage: `netprobe <tcp PORT | bind PORT | udp-send PORT | mptcp | unix-pair |
 //! abstract NAME | abstract-self NAME | truncate PATH>`
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::linux::net::SocketAddrExt;

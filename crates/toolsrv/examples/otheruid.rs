@@ -12,6 +12,9 @@
 //! bytes, anything else `Rerror`. Each message received is printed on stdout
 //! as `<type name> <data as lossy UTF-8>` (data of writes only), flushed.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::ExitCode;

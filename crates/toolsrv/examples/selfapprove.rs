@@ -15,6 +15,9 @@
 //!
 //! OUTFILE is written whole (through a rename), so a reader never sees half.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;

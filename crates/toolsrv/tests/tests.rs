@@ -1,6 +1,9 @@
 //! Integration tests: the real `toolsrv` binary on a temp socket, driven over
 //! the wire. One test binary; each feature in its own module.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 mod auth;

@@ -2,6 +2,9 @@
 //! stream (`tokio::io::duplex`), a small tree of test files, and a client
 //! that writes raw frames and reads replies one by one.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

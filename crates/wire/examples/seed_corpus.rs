@@ -2,6 +2,9 @@
 //!
 //! Usage: `cargo run -p toolsrv-wire --example seed_corpus -- fuzz/corpus/decode`
 
+// An example program: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use toolsrv_wire::{encode_to_vec, msgtype, samples};
 

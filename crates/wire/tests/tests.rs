@@ -2,6 +2,9 @@
 //! differ from, hostile and mutated frames. One test binary, a module per
 //! subject.
 
+// Test code: an unexpected failure is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 mod differential;

@@ -62,6 +62,8 @@ const ENTRIES_AND_WRITES: Kinds = ENTRIES.with(Kinds::CLOSED_WRITE);
 /// The guard of a server (see the module's note).
 pub(crate) struct Guard {
     watch: Arc<Watch>,
+    /// The watch's fanotify group (a guard is made only where there is one).
+    watcher: Arc<Watcher>,
     exact: bool,
     /// Confined runs under way.
     active: AtomicUsize,
@@ -102,6 +104,7 @@ impl Guard {
             exact,
             active: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
+            watcher: watcher.clone(),
             watch: watch.clone(),
         });
         let weak = Arc::downgrade(&guard);
@@ -116,9 +119,7 @@ impl Guard {
     }
 
     fn watcher(&self) -> &Watcher {
-        self.watch
-            .watcher()
-            .expect("a guard is made only with a watcher")
+        &self.watcher
     }
 
     /// A confined run starts. Without exact attribution, what happened
