@@ -42,6 +42,20 @@ pub use tools::ToolNamespace;
 /// comparison and tests).
 pub const FORCE_ENV: &str = "TOOLSRV_USERNS";
 
+/// Why a server that is not root stays out of a user namespace of its own
+/// because of `force` (the value of [`FORCE_ENV`]): `per-run`, or a value
+/// that is not one of `own`, `auto`, `per-run`. The one reading of it for an
+/// unprivileged server, for [`Identity::establish`] and [`probe`].
+fn stays_out(force: Option<&str>) -> Option<String> {
+    match force.unwrap_or_default() {
+        "" | "own" | "auto" => None,
+        "per-run" => Some(format!("{FORCE_ENV}=per-run")),
+        other => Some(format!(
+            "{FORCE_ENV}={other:?} is not one of own, per-run: staying out of a user namespace"
+        )),
+    }
+}
+
 /// How tools get the server's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -133,18 +147,9 @@ impl Identity {
             }
             return Ok(id);
         }
-        match force.unwrap_or_default() {
-            "" | "own" | "auto" => {}
-            "per-run" => {
-                id.reason = Some(format!("{FORCE_ENV}=per-run"));
-                return Ok(id);
-            }
-            other => {
-                id.reason = Some(format!(
-                    "{FORCE_ENV}={other:?} is not one of own, per-run: staying out of a user namespace"
-                ));
-                return Ok(id);
-            }
+        if let Some(why) = stays_out(force) {
+            id.reason = Some(why);
+            return Ok(id);
         }
         if let Some(why) = unmappable(ruid, euid, suid, rgid, egid, sgid) {
             id.reason = Some(why);
@@ -402,8 +407,8 @@ pub(crate) fn probe(force: Option<&str>) -> Probe {
     let mut reason = None;
     let try_userns = if root {
         false
-    } else if !matches!(force.unwrap_or_default(), "" | "own" | "auto") {
-        reason = Some(format!("{FORCE_ENV}={}", force.unwrap_or_default()));
+    } else if let Some(why) = stays_out(force) {
+        reason = Some(why);
         false
     } else if let Some(why) = unmappable(ruid, euid, suid, rgid, egid, sgid) {
         reason = Some(why);
