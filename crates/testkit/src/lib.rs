@@ -4,6 +4,8 @@
 //!   directory, killed on drop; one launcher for every test and bench.
 //! - [`Raw`]: a blocking raw 9P2000 client built on the project's wire codec
 //!   (`toolsrv_wire::read_frame`, `encode`), which allocates its own fids.
+//! - [`Frames`]: the asynchronous raw 9P2000 peer, over any byte stream
+//!   (the in-process suites' peers build on it).
 //! - [`Sshd`]: a throwaway OpenSSH server on loopback for the remote tests.
 //! - [`cli`]: the `toolsrv` CLI pointed at a socket.
 //! - [`toolsrv_bin`], [`example`]: the binaries `cargo test` built; nothing
@@ -17,6 +19,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
+mod frames;
 mod paths;
 pub mod pids;
 mod raw;
@@ -27,6 +30,7 @@ mod sys;
 
 use std::time::{Duration, Instant};
 
+pub use frames::{read_frame, Frames};
 pub use paths::{cli, example, toolsrv_bin};
 pub use raw::Raw;
 pub use server::{write_tool, Launch, LaunchError, Server};

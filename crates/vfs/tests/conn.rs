@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::Notify;
+use toolsrv_testkit::{read_frame, Frames};
 use toolsrv_vfs::tree::{dir, file};
 use toolsrv_vfs::{
     serve_connection, serve_connection_with, ConnInfo, Error, File, Handle, Limits, NoAuth, Node,
     OpenMode,
 };
-use toolsrv_wire::{decode, encode_to_vec, Body, Frame, Qid, NOFID, NOTAG, OREAD, OWRITE};
+use toolsrv_wire::{encode_to_vec, Body, Frame, Qid, NOFID, NOTAG, OREAD, OWRITE};
 
 /// How long a reply may take before the test fails.
 const WAIT: Duration = Duration::from_secs(5);
@@ -98,7 +99,7 @@ fn info() -> ConnInfo {
 
 /// The client end of one served connection.
 struct Peer {
-    io: DuplexStream,
+    frames: Frames<DuplexStream>,
     gate: Gate,
     server: tokio::task::JoinHandle<()>,
 }
@@ -117,7 +118,7 @@ impl Peer {
             limits,
         ));
         Peer {
-            io: client,
+            frames: Frames::with_limit(client, WAIT),
             gate,
             server,
         }
@@ -146,31 +147,25 @@ impl Peer {
     }
 
     async fn send(&mut self, tag: u16, body: Body) {
-        self.send_raw(&encode_to_vec(&Frame { tag, body })).await;
+        self.frames.send(tag, body).await;
     }
 
     async fn send_raw(&mut self, bytes: &[u8]) {
-        self.io.write_all(bytes).await.expect("write to the server");
+        self.frames.send_raw(bytes).await;
     }
 
     /// The next reply.
     async fn recv(&mut self) -> Frame {
-        tokio::time::timeout(WAIT, read_reply(&mut self.io))
-            .await
-            .expect("a reply in time")
+        self.frames.recv().await
     }
 
     /// Whether a reply arrives within `d`.
     async fn quiet_for(&mut self, d: Duration) -> bool {
-        let mut b = [0u8; 1];
-        tokio::time::timeout(d, self.io.read(&mut b)).await.is_err()
+        self.frames.quiet_for(d).await
     }
 
     async fn rpc(&mut self, tag: u16, body: Body) -> Body {
-        self.send(tag, body).await;
-        let f = self.recv().await;
-        assert_eq!(f.tag, tag, "reply tag");
-        f.body
+        self.frames.rpc(tag, body).await
     }
 
     async fn walk(&mut self, fid: u32, newfid: u32, names: &[&str]) -> Body {
@@ -222,14 +217,6 @@ fn wqids(b: Body) -> Vec<Qid> {
 }
 
 /// One whole reply frame from `io`, decoded.
-async fn read_reply(io: &mut (impl AsyncRead + Unpin)) -> Frame {
-    let mut size = [0u8; 4];
-    io.read_exact(&mut size).await.expect("reply size");
-    let mut frame = size.to_vec();
-    frame.resize(u32::from_le_bytes(size) as usize, 0);
-    io.read_exact(&mut frame[4..]).await.expect("reply");
-    decode(&frame).expect("a reply that decodes")
-}
 
 #[tokio::test]
 async fn requests_before_version_are_refused() {
@@ -568,8 +555,12 @@ async fn closing_the_connection_clunks_every_fid() {
     wqids(p.walk(0, 1, &["gate"]).await);
     assert!(matches!(p.open(1, OREAD).await, Body::Ropen { .. }));
     p.send(10, read(1)).await;
-    let Peer { io, gate, server } = p;
-    drop(io);
+    let Peer {
+        frames,
+        gate,
+        server,
+    } = p;
+    drop(frames);
     tokio::time::timeout(WAIT, server)
         .await
         .expect("the connection ends")
@@ -647,7 +638,7 @@ async fn serve_connection_takes_any_byte_stream() {
         },
     });
     client.write_all(&bytes).await.expect("write");
-    let f = read_reply(&mut client).await;
+    let f = read_frame(&mut client).await;
     assert!(matches!(f.body, Body::Rversion { msize: 4096, .. }));
 }
 
@@ -714,7 +705,7 @@ async fn a_large_frame_before_the_attach_closes_the_connection() {
     frame.extend_from_slice(&[118, 5, 0]);
     p.send_raw(&frame).await;
     let mut b = [0u8; 1];
-    let n = tokio::time::timeout(WAIT, p.io.read(&mut b))
+    let n = tokio::time::timeout(WAIT, p.frames.io().read(&mut b))
         .await
         .expect("closed in time")
         .expect("read");

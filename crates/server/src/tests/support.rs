@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::DuplexStream;
 use toolsrv_sandbox::Containment;
 use toolsrv_sandbox::PolicyStore;
+use toolsrv_testkit::Frames;
 use toolsrv_vfs::{ConnInfo, Limits, Node};
-use toolsrv_wire::{decode, encode_to_vec, Body, Frame, Stat, NOFID, NOTAG, ORDWR, OREAD, OWRITE};
+use toolsrv_wire::{Body, Frame, Stat, NOFID, NOTAG, ORDWR, OREAD, OWRITE};
 
 /// The settings a test may change before its server is built (the one
 /// name the tests use for the server's configuration type).
@@ -182,7 +183,7 @@ impl Harness {
             Limits::default(),
         ));
         Peer {
-            io: client,
+            frames: Frames::with_limit(client, WAIT),
             next_fid: 1,
             token: None,
         }
@@ -231,7 +232,7 @@ pub(super) fn outcome(result: &Value) -> (bool, String) {
 
 /// The client end of one served connection. Requests go one at a time.
 pub(super) struct Peer {
-    io: DuplexStream,
+    frames: Frames<DuplexStream>,
     next_fid: u32,
     /// The session token read after authenticating.
     pub(super) token: Option<String>,
@@ -289,28 +290,17 @@ impl Peer {
 
     /// Send one request with `tag`.
     pub(super) async fn send(&mut self, tag: u16, body: Body) {
-        self.io
-            .write_all(&encode_to_vec(&Frame { tag, body }))
-            .await
-            .expect("write to the server");
+        self.frames.send(tag, body).await;
     }
 
     /// The next reply.
     pub(super) async fn recv(&mut self) -> Frame {
-        let mut size = [0u8; 4];
-        self.io.read_exact(&mut size).await.expect("a reply's size");
-        let mut frame = size.to_vec();
-        frame.resize(u32::from_le_bytes(size) as usize, 0);
-        self.io.read_exact(&mut frame[4..]).await.expect("a reply");
-        decode(&frame).expect("a reply that decodes")
+        self.frames.recv().await
     }
 
     /// One request and its reply.
     pub(super) async fn rpc(&mut self, body: Body) -> Body {
-        self.send(1, body).await;
-        let f = self.recv().await;
-        assert_eq!(f.tag, 1, "reply tag");
-        f.body
+        self.frames.rpc(1, body).await
     }
 
     /// A fresh fid number.
