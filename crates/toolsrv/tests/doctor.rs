@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::util::{cli, toolsrv_bin, Launch};
+use crate::util::{cli, toolsrv_bin, Launch, Server};
 
 /// A policy asking for everything to be enforced, with `limits` (YAML lines
 /// under `limits:`).
@@ -39,6 +39,21 @@ fn doctor(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().expect("run toolsrv doctor")
+}
+
+/// `toolsrv --json doctor` against the running `srv` (without the test's
+/// `TOOLSRV_CONTAINMENT`).
+fn doctor_of_output(srv: &Server) -> Output {
+    cli(&srv.socket)
+        .args(["--json", "doctor"])
+        .env_remove("TOOLSRV_CONTAINMENT")
+        .output()
+        .expect("run toolsrv doctor")
+}
+
+/// [`doctor_of_output`]'s JSON.
+fn doctor_of(srv: &Server) -> serde_json::Value {
+    json(&doctor_of_output(srv))
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -200,12 +215,7 @@ fn doctor_decides_from_the_forcing_variables_as_start_up_does() {
         .env("TOOLSRV_CONTAINMENT", "cgroups")
         .env("TOOLSRV_VIEW", "off")
         .start();
-    let out = cli(&srv.socket)
-        .args(["--json", "doctor"])
-        .env_remove("TOOLSRV_CONTAINMENT")
-        .output()
-        .expect("run toolsrv doctor");
-    let server = &json(&out)["server"];
+    let server = &doctor_of(&srv)["server"];
     assert_eq!(server["containment"]["mechanism"], "cgroup", "{server}");
     assert_eq!(
         server["filesystem"]["mechanism"], "landlock-only-fallback",
@@ -244,11 +254,7 @@ fn doctor_with_a_socket_shows_what_the_running_server_enforces() {
         .arg("--no-auth")
         .env("TOOLSRV_CONTAINMENT", "pidns")
         .start();
-    let out = cli(&srv.socket)
-        .args(["--json", "doctor"])
-        .env_remove("TOOLSRV_CONTAINMENT")
-        .output()
-        .expect("run toolsrv doctor");
+    let out = doctor_of_output(&srv);
     let v = json(&out);
     let server = &v["server"];
     assert_eq!(server["source"], "server", "{v}");
