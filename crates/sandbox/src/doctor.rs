@@ -92,7 +92,7 @@ impl Facts {
     /// The facts of a server started now on this host with the same
     /// `forces` (the forcing variables); its workspace would be the current
     /// directory. Decided by the same rules start-up applies (the
-    /// containment's [`Force`](crate::contain) parse, the view's
+    /// containment's `Force` parse, the view's
     /// [`ViewMechanism::choose`](crate::ViewMechanism::choose) rules).
     /// Changes nothing (the namespace probes run in a throwaway child
     /// process; the id maps are tried on a detached clone).
