@@ -1,0 +1,237 @@
+//! The hosts a run may reach: the policy's `network.domains` lines
+//! (`pypi.org`, `*.pythonhosted.org`, `github.com:22`) and its
+//! `network.hosts` pins (a name fixed to addresses, which may then be
+//! loopback or private: a test upstream, a registry mirror on the LAN).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// One `domains` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The line as written (a refusal names the line that would allow it).
+    pub line: String,
+    pattern: Pattern,
+    ports: Ports,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    /// The name itself.
+    Exact(String),
+    /// Every name below `.suffix` (not the suffix itself).
+    Below(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ports {
+    /// 80 and 443, when the line names no port.
+    Web,
+    /// The one port the line names.
+    One(u16),
+}
+
+/// A `domains` line or `hosts` pin that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AllowError {
+    /// The line is not a host name, `*.` and a name, with an optional port.
+    #[error("network.domains: {line:?} is not a host name (like pypi.org, *.pythonhosted.org or github.com:22): {why}")]
+    Domain {
+        /// The line.
+        line: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A pin's name is not a host name, or it has no address.
+    #[error("network.hosts: {name:?} {why}")]
+    Pin {
+        /// The pinned name.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+}
+
+/// The allowlist of one policy.
+#[derive(Debug, Clone, Default)]
+pub struct Allowlist {
+    entries: Vec<Entry>,
+    pins: HashMap<String, Vec<IpAddr>>,
+}
+
+impl Allowlist {
+    /// The allowlist of `domains` lines and `pins` (name → addresses).
+    pub fn new(
+        domains: &[String],
+        pins: &[(String, Vec<IpAddr>)],
+    ) -> Result<Allowlist, AllowError> {
+        let entries = domains
+            .iter()
+            .map(|l| parse_line(l))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut map = HashMap::new();
+        for (name, addrs) in pins {
+            let n = normalize(name);
+            if !is_host_name(&n) {
+                return Err(AllowError::Pin {
+                    name: name.clone(),
+                    why: "is not a host name",
+                });
+            }
+            if addrs.is_empty() {
+                return Err(AllowError::Pin {
+                    name: name.clone(),
+                    why: "is pinned to no address",
+                });
+            }
+            map.insert(n, addrs.clone());
+        }
+        Ok(Allowlist { entries, pins: map })
+    }
+
+    /// The line that allows `host:port`, if one does. `host` is compared
+    /// without case and without a trailing dot.
+    pub fn allows(&self, host: &str, port: u16) -> Option<&Entry> {
+        let host = normalize(host);
+        self.entries.iter().find(|e| {
+            let name = match &e.pattern {
+                Pattern::Exact(n) => *n == host,
+                Pattern::Below(s) => host.len() > s.len() + 1 && host.ends_with(&format!(".{s}")),
+            };
+            let port_ok = match e.ports {
+                Ports::Web => port == 80 || port == 443,
+                Ports::One(p) => p == port,
+            };
+            name && port_ok
+        })
+    }
+
+    /// The addresses `host` is pinned to, if it is.
+    pub fn pinned(&self, host: &str) -> Option<&[IpAddr]> {
+        self.pins.get(&normalize(host)).map(Vec::as_slice)
+    }
+
+    /// Whether no line allows anything.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// A name as compared: lower case, no trailing dot.
+pub(crate) fn normalize(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Letters, digits, `-` and `_` in dot-separated labels of 1–63 bytes, at
+/// most 253 bytes in all, and not an IPv4 literal.
+pub(crate) fn is_host_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.parse::<IpAddr>().is_err()
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+fn parse_line(line: &str) -> Result<Entry, AllowError> {
+    let bad = |why| AllowError::Domain {
+        line: line.to_string(),
+        why,
+    };
+    let (name, ports) = match line.rsplit_once(':') {
+        Some((n, p)) => {
+            let port: u16 = p
+                .parse()
+                .map_err(|_| bad("the port is not a number from 1 to 65535"))?;
+            if port == 0 {
+                return Err(bad("the port is not a number from 1 to 65535"));
+            }
+            (n, Ports::One(port))
+        }
+        None => (line, Ports::Web),
+    };
+    let name = normalize(name.trim());
+    let pattern = match name.strip_prefix("*.") {
+        Some(rest) if rest.contains('.') => Pattern::Below(rest.to_string()),
+        Some(_) => {
+            return Err(bad(
+                "a wildcard needs a name with a dot after it (*.example.com)",
+            ))
+        }
+        None if name.contains('*') => {
+            return Err(bad("a wildcard stands only at the start, as *."))
+        }
+        None => Pattern::Exact(name.clone()),
+    };
+    let checked = match &pattern {
+        Pattern::Exact(n) | Pattern::Below(n) => n,
+    };
+    if !is_host_name(checked) {
+        return Err(bad(
+            "only letters, digits, '-' and '_' in dot-separated labels; an address is not a name",
+        ));
+    }
+    Ok(Entry {
+        line: line.to_string(),
+        pattern,
+        ports,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(lines: &[&str]) -> Allowlist {
+        let lines: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+        Allowlist::new(&lines, &[]).expect("valid lines")
+    }
+
+    #[test]
+    fn names_ports_and_wildcards_match_as_written() {
+        let a = list(&["pypi.org", "*.pythonhosted.org", "github.com:22"]);
+        assert!(a.allows("pypi.org", 443).is_some());
+        assert!(a.allows("PyPI.org.", 80).is_some());
+        assert!(a.allows("pypi.org", 22).is_none());
+        assert!(a.allows("evilpypi.org", 443).is_none());
+        assert!(a.allows("pypi.org.evil.com", 443).is_none());
+        assert!(a.allows("files.pythonhosted.org", 443).is_some());
+        assert!(a.allows("a.b.pythonhosted.org", 443).is_some());
+        assert!(a.allows("pythonhosted.org", 443).is_none());
+        assert!(a.allows("xpythonhosted.org", 443).is_none());
+        assert_eq!(
+            a.allows("github.com", 22).map(|e| e.line.as_str()),
+            Some("github.com:22")
+        );
+        assert!(a.allows("github.com", 443).is_none());
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        for (line, part) in [
+            ("", "letters, digits"),
+            ("*.com", "wildcard needs"),
+            ("a.*.com", "only at the start"),
+            ("pypi.org:0", "port"),
+            ("pypi.org:https", "port"),
+            ("10.0.0.1", "an address is not a name"),
+            ("exa mple.com", "letters, digits"),
+        ] {
+            let e = Allowlist::new(&[line.to_string()], &[]).expect_err(line);
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("{line:?}")) && text.contains(part),
+                "{line}: {text}"
+            );
+        }
+        let e = Allowlist::new(&[], &[("up.test".into(), vec![])]).expect_err("no address");
+        assert_eq!(
+            e.to_string(),
+            "network.hosts: \"up.test\" is pinned to no address"
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! The proxy's listener: each connection is HTTP (a `CONNECT`, or a request
+//! in absolute form) or SOCKS5 (its first byte is 5), decided by
+//! [`crate::decide::destination`], then relayed to the one upstream it
+//! checked with `TCP_NODELAY` on both sides.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::allow::Allowlist;
+use crate::decide::{destination, Refusal, Target};
+
+/// The most a request head may hold.
+const HEAD_LIMIT: usize = 64 * 1024;
+
+/// A refused request, as recorded for the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// What was asked (`host:port`), or the request as far as it parsed.
+    pub target: String,
+    /// The refusal's text (what the tool read).
+    pub reason: String,
+}
+
+/// A filtering proxy bound to its listener.
+pub struct Proxy {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    allow: Allowlist,
+    own: Vec<SocketAddr>,
+    denials: Mutex<Vec<Denial>>,
+}
+
+/// What a proxy records, readable while it serves.
+#[derive(Clone)]
+pub struct Denials(Arc<Shared>);
+
+impl Denials {
+    /// The refusals so far, oldest first.
+    pub fn list(&self) -> Vec<Denial> {
+        match self.0.denials.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+impl Proxy {
+    /// A proxy serving `listener` under `allow`.
+    pub fn new(listener: TcpListener, allow: Allowlist) -> std::io::Result<Proxy> {
+        let own = vec![listener.local_addr()?];
+        Ok(Proxy {
+            listener,
+            shared: Arc::new(Shared {
+                allow,
+                own,
+                denials: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Its refusals.
+    pub fn denials(&self) -> Denials {
+        Denials(self.shared.clone())
+    }
+
+    /// Serves connections until the task is dropped; each on a task of its own.
+    pub async fn serve(self) {
+        loop {
+            let (conn, _) = match self.listener.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "network proxy: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                if let Err(e) = handle(conn, &shared).await {
+                    tracing::debug!(error = %e, "network proxy: connection ended");
+                }
+            });
+        }
+    }
+}
+
+impl Shared {
+    fn record(&self, target: String, refusal: &Refusal) {
+        tracing::info!(target = %target, reason = %refusal, "network proxy: refused");
+        let d = Denial {
+            target,
+            reason: refusal.to_string(),
+        };
+        match self.denials.lock() {
+            Ok(mut g) => g.push(d),
+            Err(p) => p.into_inner().push(d),
+        }
+    }
+
+    /// The upstream for `target`, connected, or the refusal (recorded).
+    pub(crate) async fn connect(&self, target: &Target) -> Result<TcpStream, Refusal> {
+        let addrs = match destination(&self.allow, target, &self.own).await {
+            Ok(a) => a,
+            Err(r) => {
+                self.record(target.to_string(), &r);
+                return Err(r);
+            }
+        };
+        let mut last = None;
+        for a in addrs {
+            match TcpStream::connect(a).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok(s);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(Refusal::NoAddress {
+            target: target.clone(),
+            error: last.map_or_else(|| "no address".to_string(), |e| e.to_string()),
+        })
+    }
+}
+
+async fn handle(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    conn.set_nodelay(true)?;
+    let mut first = [0u8; 1];
+    if conn.peek(&mut first).await? == 0 {
+        return Ok(());
+    }
+    if first[0] == 5 {
+        return crate::socks::handle(conn, shared).await;
+    }
+    http(conn, shared).await
+}
+
+/// One HTTP proxy connection: its head, then a tunnel or one upstream.
+async fn http(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let (head, rest) = match read_head(&mut conn).await? {
+        Some(h) => h,
+        None => {
+            return respond(
+                &mut conn,
+                400,
+                "toolsrv: the request head is too long or cut short",
+            )
+            .await
+        }
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 100];
+    let mut req = httparse::Request::new(&mut headers);
+    if !matches!(req.parse(&head), Ok(httparse::Status::Complete(_))) {
+        return respond(
+            &mut conn,
+            400,
+            "toolsrv: the request does not parse as HTTP/1.1",
+        )
+        .await;
+    }
+    let method = req.method.unwrap_or_default().to_string();
+    let path = req.path.unwrap_or_default().to_string();
+    let (target, origin) = match parse_target(&method, &path) {
+        Ok(t) => t,
+        Err(why) => {
+            let r = Refusal::BadName { host: path.clone() };
+            shared.record(path.clone(), &r);
+            return respond(&mut conn, 400, why).await;
+        }
+    };
+    let mut up = match shared.connect(&target).await {
+        Ok(u) => u,
+        Err(r) => {
+            let code = if matches!(r, Refusal::NoAddress { .. }) {
+                502
+            } else {
+                403
+            };
+            return respond(&mut conn, code, &r.to_string()).await;
+        }
+    };
+    if method.eq_ignore_ascii_case("CONNECT") {
+        conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await?;
+        up.write_all(&rest).await?;
+    } else {
+        let mut out = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
+        for h in req.headers.iter() {
+            let name = h.name.to_ascii_lowercase();
+            if name == "proxy-connection" || name == "proxy-authorization" {
+                continue;
+            }
+            out.extend_from_slice(h.name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(h.value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&rest);
+        up.write_all(&out).await?;
+    }
+    tokio::io::copy_bidirectional(&mut conn, &mut up).await?;
+    Ok(())
+}
+
+/// The target of a `CONNECT host:port` or an absolute-form `http://` URL,
+/// and the origin-form path to send upstream.
+fn parse_target(method: &str, path: &str) -> Result<(Target, String), &'static str> {
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let t = authority(path, None).ok_or("toolsrv: CONNECT needs host:port")?;
+        return Ok((t, String::new()));
+    }
+    let rest = path
+        .strip_prefix("http://")
+        .ok_or("toolsrv: this is a proxy: send an absolute http:// URL, or CONNECT for https")?;
+    let (auth, origin) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], rest[i..].to_string()),
+        None => (rest, "/".to_string()),
+    };
+    let origin = if origin.starts_with('?') {
+        format!("/{origin}")
+    } else {
+        origin
+    };
+    if auth.contains('@') {
+        return Err("toolsrv: a URL with credentials in it is not proxied");
+    }
+    let t = authority(auth, Some(80)).ok_or("toolsrv: the URL names no host")?;
+    Ok((t, origin))
+}
+
+/// `host:port`, `[v6]:port`, or a host alone with `default` as its port.
+fn authority(s: &str, default: Option<u16>) -> Option<Target> {
+    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+        let (h, after) = v6.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => default?,
+            None => return None,
+        };
+        (h.to_string(), port)
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), p.parse().ok()?),
+            None => (s.to_string(), default?),
+        }
+    };
+    (!host.is_empty() && port != 0).then_some(Target { host, port })
+}
+
+/// Reads up to the end of the head (`\r\n\r\n`): the head and what came
+/// after it. `None` when the head is over [`HEAD_LIMIT`] or the peer closed.
+async fn read_head(conn: &mut TcpStream) -> std::io::Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let end = from + i + 4;
+            let rest = buf.split_off(end);
+            return Ok(Some((buf, rest)));
+        }
+        if buf.len() > HEAD_LIMIT {
+            return Ok(None);
+        }
+    }
+}
+
+/// A short plain-text response that closes the connection.
+async fn respond(conn: &mut TcpStream, code: u16, text: &str) -> std::io::Result<()> {
+    let reason = match code {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        _ => "Bad Gateway",
+    };
+    let body = format!("{text}\n");
+    let head = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await?;
+    conn.write_all(body.as_bytes()).await?;
+    conn.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_come_from_the_request_line() {
+        let t = |m, p| parse_target(m, p).map(|(t, o)| (t.to_string(), o));
+        assert_eq!(
+            t("CONNECT", "pypi.org:443"),
+            Ok(("pypi.org:443".into(), String::new()))
+        );
+        assert_eq!(
+            t("CONNECT", "[::1]:8080"),
+            Ok(("[::1]:8080".into(), String::new()))
+        );
+        assert_eq!(
+            t("GET", "http://a.test/x?y"),
+            Ok(("a.test:80".into(), "/x?y".into()))
+        );
+        assert_eq!(
+            t("GET", "http://a.test:8080"),
+            Ok(("a.test:8080".into(), "/".into()))
+        );
+        assert_eq!(
+            t("GET", "http://a.test?q"),
+            Ok(("a.test:80".into(), "/?q".into()))
+        );
+        assert!(t("GET", "/index.html").is_err());
+        assert!(t("GET", "https://a.test/").is_err());
+        assert!(t("GET", "http://u:p@a.test/").is_err());
+        assert!(t("CONNECT", "pypi.org").is_err());
+        assert!(t("CONNECT", "pypi.org:0").is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! A SOCKS5 `CONNECT` (RFC 1928) without authentication: the one command
+//! git, curl and language runtimes use through `ALL_PROXY=socks5h://`. A
+//! name is resolved by the proxy (`socks5h`); an address is refused like a
+//! literal in HTTP.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::decide::{Refusal, Target};
+use crate::proxy::Shared;
+
+/// SOCKS replies: succeeded, general failure, not allowed by ruleset,
+/// host unreachable, command not supported, address type not supported.
+const OK: u8 = 0;
+const NOT_ALLOWED: u8 = 2;
+const UNREACHABLE: u8 = 4;
+const NO_COMMAND: u8 = 7;
+const NO_ATYP: u8 = 8;
+
+pub(crate) async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let mut head = [0u8; 2];
+    conn.read_exact(&mut head).await?;
+    let mut methods = vec![0u8; usize::from(head[1])];
+    conn.read_exact(&mut methods).await?;
+    if !methods.contains(&0) {
+        conn.write_all(&[5, 0xff]).await?;
+        return Ok(());
+    }
+    conn.write_all(&[5, 0]).await?;
+    let mut req = [0u8; 4];
+    conn.read_exact(&mut req).await?;
+    let (cmd, atyp) = (req[1], req[3]);
+    let host = match atyp {
+        3 => {
+            let mut len = [0u8; 1];
+            conn.read_exact(&mut len).await?;
+            let mut name = vec![0u8; usize::from(len[0])];
+            conn.read_exact(&mut name).await?;
+            String::from_utf8_lossy(&name).into_owned()
+        }
+        1 => {
+            let mut a = [0u8; 4];
+            conn.read_exact(&mut a).await?;
+            std::net::Ipv4Addr::from(a).to_string()
+        }
+        4 => {
+            let mut a = [0u8; 16];
+            conn.read_exact(&mut a).await?;
+            std::net::Ipv6Addr::from(a).to_string()
+        }
+        _ => return reply(&mut conn, NO_ATYP).await,
+    };
+    let mut port = [0u8; 2];
+    conn.read_exact(&mut port).await?;
+    if cmd != 1 {
+        return reply(&mut conn, NO_COMMAND).await;
+    }
+    let target = Target {
+        host,
+        port: u16::from_be_bytes(port),
+    };
+    let mut up = match shared.connect(&target).await {
+        Ok(u) => u,
+        Err(Refusal::NoAddress { .. }) => return reply(&mut conn, UNREACHABLE).await,
+        Err(_) => return reply(&mut conn, NOT_ALLOWED).await,
+    };
+    reply(&mut conn, OK).await?;
+    tokio::io::copy_bidirectional(&mut conn, &mut up).await?;
+    Ok(())
+}
+
+/// A reply with `code` and an empty bound address.
+async fn reply(conn: &mut TcpStream, code: u8) -> std::io::Result<()> {
+    conn.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+}

@@ -1,0 +1,256 @@
+//! HTTP CONNECT, absolute-form HTTP and SOCKS5 through the proxy: allowed
+//! targets reach their upstream and nothing else; refused ones never do,
+//! and the refusal names the host and the line that would allow it.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use toolsrv_netproxy::{Allowlist, Denials, Proxy};
+
+const WAIT: Duration = Duration::from_secs(10);
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// An upstream on loopback: it counts connections, reads one request head
+/// (or 5 bytes, for a tunnel's raw greeting) and answers with what it read.
+struct Upstream {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+}
+
+async fn upstream() -> Upstream {
+    let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut b = [0u8; 1024];
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") && !got.starts_with(b"hello") {
+                    match c.read(&mut b).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&b[..n]),
+                    }
+                }
+                let body = String::from_utf8_lossy(&got).into_owned();
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = c.write_all(reply.as_bytes()).await;
+                let _ = c.shutdown().await;
+            });
+        }
+    });
+    Upstream { addr, accepted }
+}
+
+/// A proxy allowing `domains` with `pins` (name → loopback), serving on a
+/// task; its address and its denials.
+async fn proxy(domains: &[&str], pins: &[&str]) -> (SocketAddr, Denials) {
+    let domains: Vec<String> = domains.iter().map(|s| s.to_string()).collect();
+    let pins: Vec<(String, Vec<IpAddr>)> = pins
+        .iter()
+        .map(|n| (n.to_string(), vec![LOOPBACK]))
+        .collect();
+    let allow = Allowlist::new(&domains, &pins).unwrap();
+    let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+    let p = Proxy::new(l, allow).unwrap();
+    let addr = p.local_addr().unwrap();
+    let denials = p.denials();
+    tokio::spawn(p.serve());
+    (addr, denials)
+}
+
+/// Sends `bytes` to the proxy and reads everything until it closes.
+async fn exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
+    let mut c = TcpStream::connect(proxy).await.unwrap();
+    c.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, c.read_to_end(&mut out))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_connect_to_a_listed_name_is_tunnelled_to_its_pinned_upstream_whatever_host_it_names_inside(
+) {
+    let up = upstream().await;
+    let port = up.addr.port();
+    let (p, denials) = proxy(&[&format!("up.test:{port}")], &["up.test"]).await;
+    let out = exchange(
+        p,
+        format!("CONNECT up.test:{port} HTTP/1.1\r\nHost: up.test\r\n\r\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(
+        out.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Host: evil.test"),
+        "the tunnel carried the bytes as sent: {out}"
+    );
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+    assert!(denials.list().is_empty());
+}
+
+#[tokio::test]
+async fn an_absolute_form_request_reaches_its_upstream_in_origin_form_without_proxy_headers() {
+    let up = upstream().await;
+    let port = up.addr.port();
+    let (p, _) = proxy(&[&format!("up.test:{port}")], &["up.test"]).await;
+    let out = exchange(
+        p,
+        format!("GET http://up.test:{port}/simple/six/?x=1 HTTP/1.1\r\nHost: up.test\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+    assert!(out.contains("GET /simple/six/?x=1 HTTP/1.1\r\n"), "{out}");
+    assert!(!out.to_ascii_lowercase().contains("proxy-"), "{out}");
+}
+
+#[tokio::test]
+async fn an_unlisted_host_is_refused_with_the_line_that_would_allow_it_and_its_upstream_is_never_reached(
+) {
+    let up = upstream().await;
+    let port = up.addr.port();
+    let (p, denials) = proxy(&["pypi.org"], &["evil.test"]).await;
+    for request in [
+        format!("CONNECT evil.test:{port} HTTP/1.1\r\n\r\n"),
+        format!("GET http://evil.test:{port}/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n"),
+    ] {
+        let out = exchange(p, request.as_bytes()).await;
+        assert!(out.starts_with("HTTP/1.1 403 Forbidden"), "{out}");
+        assert!(
+            out.contains(&format!("evil.test:{port} is not allowed by the sandbox's network.domains; the line \"evil.test:{port}\" there would allow it")),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        up.accepted.load(Ordering::SeqCst),
+        0,
+        "the upstream was reached"
+    );
+    let d = denials.list();
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(d[0].target, format!("evil.test:{port}"));
+}
+
+#[tokio::test]
+async fn an_address_an_unpinned_name_on_loopback_and_the_proxy_itself_are_refused() {
+    let up = upstream().await;
+    let port = up.addr.port();
+    let (p, _) = proxy(&[&format!("localhost:{port}"), "self.test:1"], &[]).await;
+    let literal = exchange(
+        p,
+        format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(
+        literal.starts_with("HTTP/1.1 403") && literal.contains("is an address"),
+        "{literal}"
+    );
+    let mapped = exchange(
+        p,
+        format!("CONNECT [::ffff:127.0.0.1]:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(
+        mapped.starts_with("HTTP/1.1 403") && mapped.contains("is an address"),
+        "{mapped}"
+    );
+    let local = exchange(
+        p,
+        format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(
+        local.starts_with("HTTP/1.1 403") && local.contains("a loopback address, which the sandbox does not connect to; pin the name in network.hosts"),
+        "{local}"
+    );
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 0);
+    // A name pinned to the proxy's own address: a request that would come back.
+    let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+    let own = l.local_addr().unwrap();
+    let allow = Allowlist::new(
+        &[format!("self.test:{}", own.port())],
+        &[("self.test".into(), vec![LOOPBACK])],
+    )
+    .unwrap();
+    let px = Proxy::new(l, allow).unwrap();
+    tokio::spawn(px.serve());
+    let back = exchange(
+        own,
+        format!("CONNECT self.test:{} HTTP/1.1\r\n\r\n", own.port()).as_bytes(),
+    )
+    .await;
+    assert!(
+        back.starts_with("HTTP/1.1 403") && back.contains("is this proxy"),
+        "{back}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_is_not_for_a_proxy_gets_400() {
+    let (p, _) = proxy(&["pypi.org"], &[]).await;
+    let out = exchange(p, b"GET /index.html HTTP/1.1\r\nHost: pypi.org\r\n\r\n").await;
+    assert!(
+        out.starts_with("HTTP/1.1 400") && out.contains("absolute http:// URL"),
+        "{out}"
+    );
+    let out = exchange(p, b"GET https://pypi.org/ HTTP/1.1\r\n\r\n").await;
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+}
+
+/// A SOCKS5 CONNECT for `host` (a name, `socks5h`) and `port`: the reply's
+/// code, and what came after it.
+async fn socks(proxy: SocketAddr, host: &[u8], atyp: u8, port: u16) -> (u8, String) {
+    let mut c = TcpStream::connect(proxy).await.unwrap();
+    c.write_all(&[5, 1, 0]).await.unwrap();
+    let mut hello = [0u8; 2];
+    c.read_exact(&mut hello).await.unwrap();
+    assert_eq!(hello, [5, 0]);
+    let mut req = vec![5, 1, 0, atyp];
+    if atyp == 3 {
+        req.push(u8::try_from(host.len()).unwrap());
+    }
+    req.extend_from_slice(host);
+    req.extend_from_slice(&port.to_be_bytes());
+    c.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 10];
+    c.read_exact(&mut reply).await.unwrap();
+    if reply[1] == 0 {
+        c.write_all(b"hello").await.unwrap();
+    }
+    let mut rest = Vec::new();
+    tokio::time::timeout(WAIT, c.read_to_end(&mut rest))
+        .await
+        .expect("in time")
+        .unwrap();
+    (reply[1], String::from_utf8_lossy(&rest).into_owned())
+}
+
+#[tokio::test]
+async fn socks5_connects_a_listed_name_and_refuses_an_unlisted_one_and_an_address() {
+    let up = upstream().await;
+    let port = up.addr.port();
+    let (p, denials) = proxy(&[&format!("up.test:{port}")], &["up.test", "evil.test"]).await;
+    let (code, rest) = socks(p, b"up.test", 3, port).await;
+    assert_eq!(code, 0);
+    assert!(rest.ends_with("hello"), "{rest}");
+    let (code, _) = socks(p, b"evil.test", 3, port).await;
+    assert_eq!(code, 2, "not allowed by ruleset");
+    let (code, _) = socks(p, &[127, 0, 0, 1], 1, port).await;
+    assert_eq!(code, 2);
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(denials.list().len(), 2);
+}
