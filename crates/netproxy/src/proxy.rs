@@ -15,6 +15,9 @@ use crate::decide::{destination, Refusal, Target};
 /// The most a request head may hold.
 const HEAD_LIMIT: usize = 64 * 1024;
 
+/// How long a client may take to send its request head, by default.
+pub const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A refused request, as recorded for the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
@@ -32,6 +35,7 @@ pub struct Proxy {
 
 pub(crate) struct Shared {
     allow: Allowlist,
+    head_timeout: std::time::Duration,
     own: Vec<SocketAddr>,
     denials: Mutex<Vec<Denial>>,
 }
@@ -58,10 +62,21 @@ impl Proxy {
             listener,
             shared: Arc::new(Shared {
                 allow,
+                head_timeout: HEAD_TIMEOUT,
                 own,
                 denials: Mutex::new(Vec::new()),
             }),
         })
+    }
+
+    /// The proxy, closing a connection whose request head (or SOCKS
+    /// greeting) has not come within `limit` ([`HEAD_TIMEOUT`] by default).
+    /// Set it before taking [`Proxy::denials`], which shares the settings.
+    pub fn with_head_timeout(mut self, limit: std::time::Duration) -> Proxy {
+        if let Some(s) = Arc::get_mut(&mut self.shared) {
+            s.head_timeout = limit;
+        }
+        self
     }
 
     /// Where it listens.
@@ -96,6 +111,11 @@ impl Proxy {
 }
 
 impl Shared {
+    /// How long a client may take to say where it goes.
+    pub(crate) fn head_timeout(&self) -> std::time::Duration {
+        self.head_timeout
+    }
+
     fn record(&self, target: String, refusal: &Refusal) {
         tracing::info!(target = %target, reason = %refusal, "network proxy: refused");
         let d = Denial {
@@ -137,9 +157,10 @@ impl Shared {
 async fn handle(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut first = [0u8; 1];
-    if conn.peek(&mut first).await? == 0 {
-        return Ok(());
-    }
+    match tokio::time::timeout(shared.head_timeout, conn.peek(&mut first)).await {
+        Ok(Ok(0)) | Err(_) => return Ok(()),
+        Ok(r) => r?,
+    };
     if first[0] == 5 {
         return crate::socks::handle(conn, shared).await;
     }
@@ -148,7 +169,16 @@ async fn handle(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
 
 /// One HTTP proxy connection: its head, then a tunnel or one upstream.
 async fn http(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let (head, rest) = match read_head(&mut conn).await? {
+    let read = tokio::time::timeout(shared.head_timeout, read_head(&mut conn)).await;
+    let Ok(read) = read else {
+        return respond(
+            &mut conn,
+            408,
+            "toolsrv: the request head did not come in time",
+        )
+        .await;
+    };
+    let (head, rest) = match read? {
         Some(h) => h,
         None => {
             return respond(
@@ -287,6 +317,7 @@ async fn respond(conn: &mut TcpStream, code: u16, text: &str) -> std::io::Result
     let reason = match code {
         400 => "Bad Request",
         403 => "Forbidden",
+        408 => "Request Timeout",
         _ => "Bad Gateway",
     };
     let body = format!("{text}\n");

@@ -18,13 +18,32 @@ const NO_COMMAND: u8 = 7;
 const NO_ATYP: u8 = 8;
 
 pub(crate) async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let Ok(asked) = tokio::time::timeout(shared.head_timeout(), request(&mut conn)).await else {
+        return Ok(());
+    };
+    let Some(target) = asked? else {
+        return Ok(());
+    };
+    let mut up = match shared.connect(&target).await {
+        Ok(u) => u,
+        Err(Refusal::NoAddress { .. }) => return reply(&mut conn, UNREACHABLE).await,
+        Err(_) => return reply(&mut conn, NOT_ALLOWED).await,
+    };
+    reply(&mut conn, OK).await?;
+    tokio::io::copy_bidirectional(&mut conn, &mut up).await?;
+    Ok(())
+}
+
+/// The greeting and the request: the target of a `CONNECT`, or `None`
+/// once the refusal of anything else was sent.
+async fn request(conn: &mut TcpStream) -> std::io::Result<Option<Target>> {
     let mut head = [0u8; 2];
     conn.read_exact(&mut head).await?;
     let mut methods = vec![0u8; usize::from(head[1])];
     conn.read_exact(&mut methods).await?;
     if !methods.contains(&0) {
         conn.write_all(&[5, 0xff]).await?;
-        return Ok(());
+        return Ok(None);
     }
     conn.write_all(&[5, 0]).await?;
     let mut req = [0u8; 4];
@@ -48,25 +67,17 @@ pub(crate) async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Res
             conn.read_exact(&mut a).await?;
             std::net::Ipv6Addr::from(a).to_string()
         }
-        _ => return reply(&mut conn, NO_ATYP).await,
+        _ => return reply(conn, NO_ATYP).await.map(|()| None),
     };
     let mut port = [0u8; 2];
     conn.read_exact(&mut port).await?;
     if cmd != 1 {
-        return reply(&mut conn, NO_COMMAND).await;
+        return reply(conn, NO_COMMAND).await.map(|()| None);
     }
-    let target = Target {
+    Ok(Some(Target {
         host,
         port: u16::from_be_bytes(port),
-    };
-    let mut up = match shared.connect(&target).await {
-        Ok(u) => u,
-        Err(Refusal::NoAddress { .. }) => return reply(&mut conn, UNREACHABLE).await,
-        Err(_) => return reply(&mut conn, NOT_ALLOWED).await,
-    };
-    reply(&mut conn, OK).await?;
-    tokio::io::copy_bidirectional(&mut conn, &mut up).await?;
-    Ok(())
+    }))
 }
 
 /// A reply with `code` and an empty bound address.

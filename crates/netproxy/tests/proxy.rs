@@ -254,3 +254,24 @@ async fn socks5_connects_a_listed_name_and_refuses_an_unlisted_one_and_an_addres
     assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
     assert_eq!(denials.list().len(), 2);
 }
+
+#[tokio::test]
+async fn a_client_that_never_sends_its_head_is_answered_408_and_closed() {
+    let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let p = Proxy::new(l, Allowlist::default())
+        .unwrap()
+        .with_head_timeout(Duration::from_millis(200));
+    tokio::spawn(p.serve());
+    let out = exchange(addr, b"CONNECT pypi.org:443 HTTP/1.1\r\n").await;
+    assert!(out.starts_with("HTTP/1.1 408 Request Timeout"), "{out}");
+    // A SOCKS client that stops after its greeting is closed too.
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&[5, 1, 0]).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, c.read_to_end(&mut out))
+        .await
+        .expect("closed in time")
+        .unwrap();
+    assert_eq!(out, [5, 0]);
+}
