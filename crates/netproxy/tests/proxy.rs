@@ -150,33 +150,17 @@ async fn an_address_an_unpinned_name_on_loopback_and_the_proxy_itself_are_refuse
     let up = upstream().await;
     let port = up.addr.port();
     let (p, _) = proxy(&[&format!("localhost:{port}"), "self.test:1"], &[]).await;
-    let literal = exchange(
-        p,
-        format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes(),
-    )
-    .await;
-    assert!(
-        literal.starts_with("HTTP/1.1 403") && literal.contains("is an address"),
-        "{literal}"
-    );
-    let mapped = exchange(
-        p,
-        format!("CONNECT [::ffff:127.0.0.1]:{port} HTTP/1.1\r\n\r\n").as_bytes(),
-    )
-    .await;
-    assert!(
-        mapped.starts_with("HTTP/1.1 403") && mapped.contains("is an address"),
-        "{mapped}"
-    );
-    let local = exchange(
-        p,
-        format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes(),
-    )
-    .await;
-    assert!(
-        local.starts_with("HTTP/1.1 403") && local.contains("a loopback address, which the sandbox does not connect to; pin the name in network.hosts"),
-        "{local}"
-    );
+    for (authority, said) in [
+        (format!("127.0.0.1:{port}"), "is an address"),
+        (format!("[::ffff:127.0.0.1]:{port}"), "is an address"),
+        (
+            format!("localhost:{port}"),
+            "a loopback address, which the sandbox does not connect to; pin the name in network.hosts",
+        ),
+    ] {
+        let out = exchange(p, format!("CONNECT {authority} HTTP/1.1\r\n\r\n").as_bytes()).await;
+        assert!(out.starts_with("HTTP/1.1 403") && out.contains(said), "{authority}: {out}");
+    }
     assert_eq!(up.accepted.load(Ordering::SeqCst), 0);
     // A name pinned to the proxy's own address: a request that would come back.
     let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
