@@ -413,3 +413,22 @@ fn watch_reports_event_and_quarantine_latency_beside_inotify() {
         "{m}"
     );
 }
+
+#[test]
+fn proxy_reports_the_download_rate_cpu_and_first_byte_beside_direct() {
+    let out = bench(&["proxy", "--iters", "1"]);
+    let rate = line_of(&out, "download through the proxy");
+    assert!(
+        rate.contains("MiB/s | baseline direct") && rate.contains("(goal >= 0.8x: "),
+        "{rate}"
+    );
+    assert!(
+        line_of(&out, "proxy CPU per MiB: ").contains(" µs ("),
+        "{out}"
+    );
+    let first = line_of(&out, "time to first byte: direct median");
+    assert!(
+        first.contains("through the proxy") && first.contains("(goal <= 1.00 ms: "),
+        "{first}"
+    );
+}

@@ -21,6 +21,7 @@ pub mod address;
 pub mod allow;
 pub mod decide;
 pub mod proxy;
+mod relay;
 mod socks;
 
 pub use address::{classify, AddressKind};

@@ -240,7 +240,7 @@ async fn http(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
         out.extend_from_slice(&rest);
         up.write_all(&out).await?;
     }
-    tokio::io::copy_bidirectional(&mut conn, &mut up).await?;
+    crate::relay::relay(&mut conn, &mut up).await?;
     Ok(())
 }
 

@@ -30,7 +30,7 @@ pub(crate) async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Res
         Err(_) => return reply(&mut conn, NOT_ALLOWED).await,
     };
     reply(&mut conn, OK).await?;
-    tokio::io::copy_bidirectional(&mut conn, &mut up).await?;
+    crate::relay::relay(&mut conn, &mut up).await?;
     Ok(())
 }
 

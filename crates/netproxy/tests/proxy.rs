@@ -259,3 +259,42 @@ async fn a_client_that_never_sends_its_head_is_answered_408_and_closed() {
         .unwrap();
     assert_eq!(out, [5, 0]);
 }
+
+/// 8 MiB of a pattern through a tunnel to an echo upstream and back: every
+/// byte arrives in order both ways, and the client's half close reaches
+/// the upstream (which then closes, ending the tunnel).
+#[tokio::test]
+async fn a_tunnel_carries_megabytes_both_ways_in_order_and_passes_a_half_close_on() {
+    let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut c, _) = l.accept().await.unwrap();
+        let (mut r, mut w) = c.split();
+        tokio::io::copy(&mut r, &mut w).await.unwrap();
+        w.shutdown().await.unwrap();
+    });
+    let (p, _) = proxy(&[&format!("echo.test:{port}")], &["echo.test"]).await;
+    let mut c = TcpStream::connect(p).await.unwrap();
+    c.write_all(format!("CONNECT echo.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let want = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    let mut got = vec![0u8; want.len()];
+    c.read_exact(&mut got).await.unwrap();
+    assert_eq!(got, want);
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+    let (mut r, mut w) = c.into_split();
+    let sent = data.clone();
+    let writer = tokio::spawn(async move {
+        w.write_all(&sent).await.unwrap();
+        w.shutdown().await.unwrap();
+    });
+    let mut back = Vec::new();
+    tokio::time::timeout(WAIT, r.read_to_end(&mut back))
+        .await
+        .expect("the echo ends in time")
+        .unwrap();
+    writer.await.unwrap();
+    assert_eq!(back.len(), data.len());
+    assert!(back == data, "the bytes came back changed");
+}

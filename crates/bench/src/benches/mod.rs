@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod guard;
 pub mod load;
 pub mod mcp;
+pub mod proxy;
 pub mod remote;
 pub mod rtt;
 pub mod sandbox;
@@ -87,6 +88,11 @@ pub const ALL: &[Bench] = &[
         name: "guard",
         about: "a sandboxed tool's creation of a protected path -> gone (the server's guard), p50/p99, vs the tool's own create + unlink",
         run: guard::run,
+    },
+    Bench {
+        name: "proxy",
+        about: "a 100 MiB download and the first byte through the network proxy (CONNECT) vs straight from the upstream, loopback",
+        run: proxy::run,
     },
     Bench {
         name: "load",
