@@ -15,7 +15,7 @@
 //! - [`address`]: what kind of address a name resolved to.
 //! - [`allow`]: the `domains` lines and `hosts` pins.
 //! - [`decide`]: a target to the addresses to connect to, or a [`Refusal`].
-//! - [`proxy`]: the listener, HTTP; `socks`: SOCKS5.
+//! - [`proxy`]: the listener, HTTP; `socks`: SOCKS5; `relay`: the splice relay.
 
 pub mod address;
 pub mod allow;
