@@ -30,26 +30,36 @@ pub struct Denial {
 /// A filtering proxy bound to its listener.
 pub struct Proxy {
     listener: TcpListener,
-    shared: Arc<Shared>,
+    allow: Allowlist,
+    head_timeout: std::time::Duration,
+    denials: Denials,
 }
 
+/// What every connection of a serving proxy reads.
 pub(crate) struct Shared {
     allow: Allowlist,
     head_timeout: std::time::Duration,
     own: Vec<SocketAddr>,
-    denials: Mutex<Vec<Denial>>,
+    denials: Denials,
 }
 
 /// What a proxy records, readable while it serves.
-#[derive(Clone)]
-pub struct Denials(Arc<Shared>);
+#[derive(Clone, Default)]
+pub struct Denials(Arc<Mutex<Vec<Denial>>>);
 
 impl Denials {
     /// The refusals so far, oldest first.
     pub fn list(&self) -> Vec<Denial> {
-        match self.0.denials.lock() {
+        match self.0.lock() {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn push(&self, d: Denial) {
+        match self.0.lock() {
+            Ok(mut g) => g.push(d),
+            Err(p) => p.into_inner().push(d),
         }
     }
 }
@@ -57,25 +67,18 @@ impl Denials {
 impl Proxy {
     /// A proxy serving `listener` under `allow`.
     pub fn new(listener: TcpListener, allow: Allowlist) -> std::io::Result<Proxy> {
-        let own = vec![listener.local_addr()?];
         Ok(Proxy {
             listener,
-            shared: Arc::new(Shared {
-                allow,
-                head_timeout: HEAD_TIMEOUT,
-                own,
-                denials: Mutex::new(Vec::new()),
-            }),
+            allow,
+            head_timeout: HEAD_TIMEOUT,
+            denials: Denials::default(),
         })
     }
 
     /// The proxy, closing a connection whose request head (or SOCKS
     /// greeting) has not come within `limit` ([`HEAD_TIMEOUT`] by default).
-    /// Set it before taking [`Proxy::denials`], which shares the settings.
     pub fn with_head_timeout(mut self, limit: std::time::Duration) -> Proxy {
-        if let Some(s) = Arc::get_mut(&mut self.shared) {
-            s.head_timeout = limit;
-        }
+        self.head_timeout = limit;
         self
     }
 
@@ -86,11 +89,18 @@ impl Proxy {
 
     /// Its refusals.
     pub fn denials(&self) -> Denials {
-        Denials(self.shared.clone())
+        self.denials.clone()
     }
 
-    /// Serves connections until the task is dropped; each on a task of its own.
+    /// Serves connections until the task is dropped; each on a task of its
+    /// own. Its listening address is never a destination.
     pub async fn serve(self) {
+        let shared = Arc::new(Shared {
+            own: self.listener.local_addr().into_iter().collect(),
+            allow: self.allow,
+            head_timeout: self.head_timeout,
+            denials: self.denials,
+        });
         loop {
             let (conn, _) = match self.listener.accept().await {
                 Ok(c) => c,
@@ -100,7 +110,7 @@ impl Proxy {
                     continue;
                 }
             };
-            let shared = self.shared.clone();
+            let shared = shared.clone();
             tokio::spawn(async move {
                 if let Err(e) = handle(conn, &shared).await {
                     tracing::debug!(error = %e, "network proxy: connection ended");
@@ -116,16 +126,10 @@ impl Shared {
         self.head_timeout
     }
 
-    fn record(&self, target: String, refusal: &Refusal) {
-        tracing::info!(target = %target, reason = %refusal, "network proxy: refused");
-        let d = Denial {
-            target,
-            reason: refusal.to_string(),
-        };
-        match self.denials.lock() {
-            Ok(mut g) => g.push(d),
-            Err(p) => p.into_inner().push(d),
-        }
+    /// Logs and records a refusal of `target` with the text the tool read.
+    fn record(&self, target: String, reason: String) {
+        tracing::info!(target = %target, reason = %reason, "network proxy: refused");
+        self.denials.push(Denial { target, reason });
     }
 
     /// The upstream for `target`, connected, or the refusal (recorded).
@@ -133,7 +137,7 @@ impl Shared {
         let addrs = match destination(&self.allow, target, &self.own).await {
             Ok(a) => a,
             Err(r) => {
-                self.record(target.to_string(), &r);
+                self.record(target.to_string(), r.to_string());
                 return Err(r);
             }
         };
@@ -204,8 +208,7 @@ async fn http(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let (target, origin) = match parse_target(&method, &path) {
         Ok(t) => t,
         Err(why) => {
-            let r = Refusal::BadName { host: path.clone() };
-            shared.record(path.clone(), &r);
+            shared.record(path, why.to_string());
             return respond(&mut conn, 400, why).await;
         }
     };

@@ -185,7 +185,7 @@ async fn an_address_an_unpinned_name_on_loopback_and_the_proxy_itself_are_refuse
 
 #[tokio::test]
 async fn a_request_that_is_not_for_a_proxy_gets_400() {
-    let (p, _) = proxy(&["pypi.org"], &[]).await;
+    let (p, denials) = proxy(&["pypi.org"], &[]).await;
     let out = exchange(p, b"GET /index.html HTTP/1.1\r\nHost: pypi.org\r\n\r\n").await;
     assert!(
         out.starts_with("HTTP/1.1 400") && out.contains("absolute http:// URL"),
@@ -193,6 +193,11 @@ async fn a_request_that_is_not_for_a_proxy_gets_400() {
     );
     let out = exchange(p, b"GET https://pypi.org/ HTTP/1.1\r\n\r\n").await;
     assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    // Each is recorded with the text the client read.
+    let d = denials.list();
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(d[0].target, "/index.html");
+    assert!(out.contains(&d[1].reason), "{d:?}");
 }
 
 /// A SOCKS5 CONNECT for `host` (a name, `socks5h`) and `port`: the reply's
