@@ -340,6 +340,7 @@ impl Executor {
             display: inv.display,
             files: inv.files,
             env,
+            // Nothing fills it yet; what does must count it in check_sizes.
             secrets: Secrets::default(),
             cwd,
             workdir,

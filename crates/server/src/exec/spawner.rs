@@ -59,7 +59,8 @@ pub(crate) struct ChildEnds {
     pub(crate) join: toolsrv_sandbox::Join,
 }
 
-/// One spawn: the plan, its strings, and the child's descriptors.
+/// One spawn carried to the thread that makes it: the plan (shared, not
+/// copied), its strings, and the child's descriptors.
 struct Job {
     plan: Arc<RunPlan>,
     strings: ExecStrings,
