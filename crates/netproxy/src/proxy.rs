@@ -66,13 +66,13 @@ impl Denials {
 
 impl Proxy {
     /// A proxy serving `listener` under `allow`.
-    pub fn new(listener: TcpListener, allow: Allowlist) -> std::io::Result<Proxy> {
-        Ok(Proxy {
+    pub fn new(listener: TcpListener, allow: Allowlist) -> Proxy {
+        Proxy {
             listener,
             allow,
             head_timeout: HEAD_TIMEOUT,
             denials: Denials::default(),
-        })
+        }
     }
 
     /// The proxy, closing a connection whose request head (or SOCKS

@@ -61,7 +61,7 @@ async fn proxy(domains: &[&str], pins: &[&str]) -> (SocketAddr, Denials) {
         .collect();
     let allow = Allowlist::new(&domains, &pins).unwrap();
     let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
-    let p = Proxy::new(l, allow).unwrap();
+    let p = Proxy::new(l, allow);
     let addr = p.local_addr().unwrap();
     let denials = p.denials();
     tokio::spawn(p.serve());
@@ -170,7 +170,7 @@ async fn an_address_an_unpinned_name_on_loopback_and_the_proxy_itself_are_refuse
         &[("self.test".into(), vec![LOOPBACK])],
     )
     .unwrap();
-    let px = Proxy::new(l, allow).unwrap();
+    let px = Proxy::new(l, allow);
     tokio::spawn(px.serve());
     let back = exchange(
         own,
@@ -248,9 +248,7 @@ async fn socks5_connects_a_listed_name_and_refuses_an_unlisted_one_and_an_addres
 async fn a_client_that_never_sends_its_head_is_answered_408_and_closed() {
     let l = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
     let addr = l.local_addr().unwrap();
-    let p = Proxy::new(l, Allowlist::default())
-        .unwrap()
-        .with_head_timeout(Duration::from_millis(200));
+    let p = Proxy::new(l, Allowlist::default()).with_head_timeout(Duration::from_millis(200));
     tokio::spawn(p.serve());
     let out = exchange(addr, b"CONNECT pypi.org:443 HTTP/1.1\r\n").await;
     assert!(out.starts_with("HTTP/1.1 408 Request Timeout"), "{out}");

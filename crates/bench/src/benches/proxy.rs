@@ -187,9 +187,7 @@ fn start_proxy(upstreams: &[SocketAddr]) -> Result<(SocketAddr, i32)> {
                 let Ok(l) = TcpListener::from_std(listener) else {
                     return;
                 };
-                if let Ok(p) = Proxy::new(l, allow) {
-                    p.serve().await;
-                }
+                Proxy::new(l, allow).serve().await;
             });
         })?;
     let tid = rx.recv_timeout(Duration::from_secs(5))?;
