@@ -517,4 +517,58 @@ mod tests {
         );
         assert_eq!(built.pending, vec![d.join("secret")]);
     }
+
+    /// The CI failure of stop 42: `empty_file` failed "seal the tmpfs" with
+    /// `EBUSY` while other tests forked. The file was made by an open for
+    /// writing; a child forked in that moment held the descriptor until it
+    /// exec'd, so the mount had a writer when it was sealed. Here a thread
+    /// forks children that hold what they inherit for a millisecond, while
+    /// the empty file is made and sealed again and again.
+    #[test]
+    fn the_empty_file_seals_while_another_thread_forks() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let forking = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut forks = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    // Safety: the child calls only async-signal-safe
+                    // functions (nanosleep, _exit).
+                    let pid = unsafe { libc::fork() };
+                    if pid == 0 {
+                        let t = libc::timespec {
+                            tv_sec: 0,
+                            tv_nsec: 1_000_000,
+                        };
+                        // Safety: `t` is a valid timespec.
+                        unsafe {
+                            libc::nanosleep(&t, std::ptr::null_mut());
+                            libc::_exit(0);
+                        }
+                    }
+                    assert!(pid > 0, "fork: {}", io::Error::last_os_error());
+                    // Safety: `pid` is our child.
+                    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                    forks += 1;
+                }
+                forks
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let mut made = 0;
+        let result = loop {
+            if made == 2000 || std::time::Instant::now() > deadline {
+                break Ok(());
+            }
+            if let Err(e) = empty_file() {
+                break Err(e);
+            }
+            made += 1;
+        };
+        stop.store(true, Ordering::Relaxed);
+        let forks = forking.join().unwrap();
+        assert!(forks > 0, "the other thread never forked");
+        result.unwrap_or_else(|e| panic!("after {made} seals and {forks} forks: {e}"));
+    }
 }

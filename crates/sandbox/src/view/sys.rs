@@ -319,19 +319,35 @@ pub(crate) fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> 
     Ok(true)
 }
 
-/// Creates the empty file `name` beneath `dir` with `mode`.
+/// Creates the empty file `name` beneath `dir` with `mode`, by `mknodat`:
+/// the file is never opened. An open for writing, however brief, would let
+/// a child another thread forks in that moment inherit the descriptor;
+/// until that child execs, the mount has a writer, and sealing it read-only
+/// fails with `EBUSY`.
 pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &Path, mode: libc::mode_t) -> io::Result<()> {
     let c = c_path(name)?;
     // Safety: `c` is NUL-terminated and outlives the call.
-    let fd = unsafe {
-        libc::openat(
+    let ret = unsafe { libc::mknodat(dir.as_raw_fd(), c.as_ptr(), libc::S_IFREG | mode, 0) };
+    match check(ret.into()) {
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) && is_regular_at(dir, &c) => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// Whether `name` beneath `dir`, not followed, is a regular file.
+fn is_regular_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> bool {
+    // Safety: stat is plain old data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // Safety: `name` is NUL-terminated and `st` is writable.
+    let ret = unsafe {
+        libc::fstatat(
             dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            libc::c_uint::from(mode),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
         )
     };
-    owned(fd.into()).map(drop)
+    ret == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
 }
 
 /// `open("/proc/thread-self/ns/mnt")`: this thread's mount namespace, kept
