@@ -15,6 +15,20 @@ pub struct Entry {
     ports: Ports,
 }
 
+impl Entry {
+    /// Whether the line names `host` (normalized), on whatever port.
+    fn names(&self, host: &str) -> bool {
+        match &self.pattern {
+            Pattern::Exact(n) => n == host,
+            Pattern::Below(s) => {
+                host.len() > s.len() + 1
+                    && host.ends_with(s.as_str())
+                    && host.as_bytes()[host.len() - s.len() - 1] == b'.'
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pattern {
     /// The name itself.
@@ -94,16 +108,35 @@ impl Allowlist {
     pub fn allows(&self, host: &str, port: u16) -> Option<&Entry> {
         let host = normalize(host);
         self.entries.iter().find(|e| {
-            let name = match &e.pattern {
-                Pattern::Exact(n) => *n == host,
-                Pattern::Below(s) => host.len() > s.len() + 1 && host.ends_with(&format!(".{s}")),
-            };
             let port_ok = match e.ports {
                 Ports::Web => port == 80 || port == 443,
                 Ports::One(p) => p == port,
             };
-            name && port_ok
+            e.names(&host) && port_ok
         })
+    }
+
+    /// The line that lists `host` on some port, if one does (the DNS stub
+    /// answers such a name).
+    pub fn lists(&self, host: &str) -> Option<&Entry> {
+        let host = normalize(host);
+        self.entries.iter().find(|e| e.names(&host))
+    }
+
+    /// The ports some line names (80 and 443 for a line without one), each
+    /// once, in order: those a run's namespace captures.
+    pub fn ports(&self) -> Vec<u16> {
+        let mut p: Vec<u16> = self
+            .entries
+            .iter()
+            .flat_map(|e| match e.ports {
+                Ports::Web => vec![80, 443],
+                Ports::One(p) => vec![p],
+            })
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
     }
 
     /// The addresses `host` is pinned to, if it is.

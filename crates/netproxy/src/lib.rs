@@ -8,23 +8,36 @@
 //! name to them; and answers a refusal with the host and the line that
 //! would allow it (HTTP 403, SOCKS reply 2), recorded as a [`Denial`].
 //!
-//! Not yet here (docs/network.md, "Status"): the per-run network namespace
-//! that makes tools that ignore the proxy variables reach it, the DNS stub,
-//! the policy's `network.domains` key, secrets and TLS interception.
+//! A run's proxy ([`RunProxy`]) serves the listeners of the run's own
+//! network namespace: the explicit proxy with the run's [`Credentials`], a
+//! capture listener per listed port (`capture`), and a DNS stub (`dns`)
+//! that answers listed names with stand-in addresses ([`Names`]). Not yet
+//! here (docs/network.md, "Status"): secrets and TLS interception.
 //!
 //! - [`address`]: what kind of address a name resolved to.
 //! - [`allow`]: the `domains` lines and `hosts` pins.
 //! - [`decide`]: a target to the addresses to connect to, or a [`Refusal`].
+//! - `gate`: what every connection is decided by; `denial`: the records.
 //! - [`proxy`]: the listener, HTTP; `socks`: SOCKS5; `relay`: the splice relay.
 
 pub mod address;
 pub mod allow;
+mod capture;
 pub mod decide;
+mod denial;
+mod dns;
+mod gate;
+mod names;
 pub mod proxy;
 mod relay;
+mod run;
 mod socks;
 
 pub use address::{classify, AddressKind};
 pub use allow::{AllowError, Allowlist, Entry};
 pub use decide::{destination, Refusal, Target};
-pub use proxy::{Denial, Denials, Proxy};
+pub use denial::{Denial, DenialKind, Denials};
+pub use gate::Credentials;
+pub use names::Names;
+pub use proxy::Proxy;
+pub use run::{RunListeners, RunProxy};

@@ -4,13 +4,17 @@
 //! checked with `TCP_NODELAY` on both sides.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::allow::Allowlist;
-use crate::decide::{destination, Refusal, Target};
+use crate::decide::{Refusal, Target};
+use crate::denial::Denials;
+use crate::gate::{Credentials, Gate};
 
 /// The most a request head may hold.
 const HEAD_LIMIT: usize = 64 * 1024;
@@ -18,50 +22,13 @@ const HEAD_LIMIT: usize = 64 * 1024;
 /// How long a client may take to send its request head, by default.
 pub const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// A refused request, as recorded for the run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
-    /// What was asked (`host:port`), or the request as far as it parsed.
-    pub target: String,
-    /// The refusal's text (what the tool read).
-    pub reason: String,
-}
-
 /// A filtering proxy bound to its listener.
 pub struct Proxy {
     listener: TcpListener,
     allow: Allowlist,
     head_timeout: std::time::Duration,
     denials: Denials,
-}
-
-/// What every connection of a serving proxy reads.
-pub(crate) struct Shared {
-    allow: Allowlist,
-    head_timeout: std::time::Duration,
-    own: Vec<SocketAddr>,
-    denials: Denials,
-}
-
-/// What a proxy records, readable while it serves.
-#[derive(Clone, Default)]
-pub struct Denials(Arc<Mutex<Vec<Denial>>>);
-
-impl Denials {
-    /// The refusals so far, oldest first.
-    pub fn list(&self) -> Vec<Denial> {
-        match self.0.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-
-    fn push(&self, d: Denial) {
-        match self.0.lock() {
-            Ok(mut g) => g.push(d),
-            Err(p) => p.into_inner().push(d),
-        }
-    }
+    credentials: Option<Credentials>,
 }
 
 impl Proxy {
@@ -72,6 +39,7 @@ impl Proxy {
             allow,
             head_timeout: HEAD_TIMEOUT,
             denials: Denials::default(),
+            credentials: None,
         }
     }
 
@@ -79,6 +47,13 @@ impl Proxy {
     /// greeting) has not come within `limit` ([`HEAD_TIMEOUT`] by default).
     pub fn with_head_timeout(mut self, limit: std::time::Duration) -> Proxy {
         self.head_timeout = limit;
+        self
+    }
+
+    /// The proxy, refusing a client that does not show `credentials`
+    /// (HTTP `407`, the SOCKS5 authentication failure).
+    pub fn with_credentials(mut self, credentials: Credentials) -> Proxy {
+        self.credentials = Some(credentials);
         self
     }
 
@@ -95,70 +70,58 @@ impl Proxy {
     /// Serves connections until the task is dropped; each on a task of its
     /// own. Its listening address is never a destination.
     pub async fn serve(self) {
-        let shared = Arc::new(Shared {
+        let gate = Arc::new(Gate {
             own: self.listener.local_addr().into_iter().collect(),
             allow: self.allow,
             head_timeout: self.head_timeout,
             denials: self.denials,
+            names: Arc::default(),
+            credentials: self.credentials,
         });
-        loop {
-            let (conn, _) = match self.listener.accept().await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "network proxy: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                if let Err(e) = handle(conn, &shared).await {
-                    tracing::debug!(error = %e, "network proxy: connection ended");
-                }
-            });
-        }
+        accept_loop(self.listener, gate, CancellationToken::new(), handle).await;
     }
 }
 
-impl Shared {
-    /// How long a client may take to say where it goes.
-    pub(crate) fn head_timeout(&self) -> std::time::Duration {
-        self.head_timeout
-    }
-
-    /// Logs and records a refusal of `target` with the text the tool read.
-    fn record(&self, target: String, reason: String) {
-        tracing::info!(target = %target, reason = %reason, "network proxy: refused");
-        self.denials.push(Denial { target, reason });
-    }
-
-    /// The upstream for `target`, connected, or the refusal (recorded).
-    pub(crate) async fn connect(&self, target: &Target) -> Result<TcpStream, Refusal> {
-        let addrs = match destination(&self.allow, target, &self.own).await {
-            Ok(a) => a,
-            Err(r) => {
-                self.record(target.to_string(), r.to_string());
-                return Err(r);
+/// Accepts connections on `listener` until `stop`, each handled by `on` on
+/// a task of its own, which ends at `stop` too.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    gate: Arc<Gate>,
+    stop: CancellationToken,
+    on: F,
+) where
+    F: Fn(TcpStream, Arc<Gate>) -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let conn = match accepted {
+            Ok((c, _)) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "network proxy: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
             }
         };
-        let mut last = None;
-        for a in addrs {
-            match TcpStream::connect(a).await {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    return Ok(s);
+        let work = on(conn, gate.clone());
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                r = work => if let Err(e) = r {
+                    tracing::debug!(error = %e, "network proxy: connection ended");
                 }
-                Err(e) => last = Some(e),
             }
-        }
-        Err(Refusal::NoAddress {
-            target: target.clone(),
-            error: last.map_or_else(|| "no address".to_string(), |e| e.to_string()),
-        })
+        });
     }
 }
 
-async fn handle(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+/// One connection to the explicit proxy: SOCKS5 or HTTP.
+pub(crate) async fn handle(conn: TcpStream, shared: Arc<Gate>) -> std::io::Result<()> {
+    let shared = &*shared;
     conn.set_nodelay(true)?;
     let mut first = [0u8; 1];
     match tokio::time::timeout(shared.head_timeout, conn.peek(&mut first)).await {
@@ -172,7 +135,7 @@ async fn handle(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
 }
 
 /// One HTTP proxy connection: its head, then a tunnel or one upstream.
-async fn http(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+async fn http(mut conn: TcpStream, shared: &Gate) -> std::io::Result<()> {
     let read = tokio::time::timeout(shared.head_timeout, read_head(&mut conn)).await;
     let Ok(read) = read else {
         return respond(
@@ -203,12 +166,27 @@ async fn http(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
         )
         .await;
     }
+    if let Some(creds) = &shared.credentials {
+        let shown = req
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("proxy-authorization"))
+            .map(|h| h.value);
+        if !shown.is_some_and(|v| basic_matches(v, creds)) {
+            return respond(
+                &mut conn,
+                407,
+                "toolsrv: this proxy takes only the credentials of a live run (the user-info of HTTP_PROXY in the run's environment)",
+            )
+            .await;
+        }
+    }
     let method = req.method.unwrap_or_default().to_string();
     let path = req.path.unwrap_or_default().to_string();
     let (target, origin) = match parse_target(&method, &path) {
         Ok(t) => t,
         Err(why) => {
-            shared.record(path, why.to_string());
+            shared.record_malformed(path, why.to_string());
             return respond(&mut conn, 400, why).await;
         }
     };
@@ -315,17 +293,42 @@ async fn read_head(conn: &mut TcpStream) -> std::io::Result<Option<(Vec<u8>, Vec
     }
 }
 
+/// Whether a `Proxy-Authorization` value is `Basic` with `creds`.
+fn basic_matches(value: &[u8], creds: &Credentials) -> bool {
+    use base64::Engine;
+    let value = String::from_utf8_lossy(value);
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return false;
+    }
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(token.trim()) else {
+        return false;
+    };
+    let Some(colon) = decoded.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    creds.matches(&decoded[..colon], &decoded[colon + 1..])
+}
+
 /// A short plain-text response that closes the connection.
 async fn respond(conn: &mut TcpStream, code: u16, text: &str) -> std::io::Result<()> {
     let reason = match code {
         400 => "Bad Request",
         403 => "Forbidden",
+        407 => "Proxy Authentication Required",
         408 => "Request Timeout",
         _ => "Bad Gateway",
     };
+    let challenge = if code == 407 {
+        "Proxy-Authenticate: Basic realm=\"toolsrv\"\r\n"
+    } else {
+        ""
+    };
     let body = format!("{text}\n");
     let head = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {code} {reason}\r\n{challenge}Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     conn.write_all(head.as_bytes()).await?;

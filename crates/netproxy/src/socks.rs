@@ -1,4 +1,5 @@
-//! A SOCKS5 `CONNECT` (RFC 1928) without authentication: the one command
+//! A SOCKS5 `CONNECT` (RFC 1928), with user name and password (RFC 1929)
+//! where the proxy takes credentials: the one command
 //! git, curl and language runtimes use through `ALL_PROXY=socks5h://`. A
 //! name is resolved by the proxy (`socks5h`); an address is refused like a
 //! literal in HTTP.
@@ -7,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::decide::{Refusal, Target};
-use crate::proxy::Shared;
+use crate::gate::{Credentials, Gate};
 
 /// SOCKS replies: succeeded, general failure, not allowed by ruleset,
 /// host unreachable, command not supported, address type not supported.
@@ -17,8 +18,30 @@ const UNREACHABLE: u8 = 4;
 const NO_COMMAND: u8 = 7;
 const NO_ATYP: u8 = 8;
 
-pub(crate) async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let Ok(asked) = tokio::time::timeout(shared.head_timeout(), request(&mut conn)).await else {
+/// Methods: none, user name and password (RFC 1929), none acceptable.
+const NO_AUTH: u8 = 0;
+const USER_PASSWORD: u8 = 2;
+const NO_METHOD: u8 = 0xff;
+
+/// The user name and password negotiation: whether they are `creds` (the
+/// client was told either way; a failure closes the connection).
+async fn user_password(conn: &mut TcpStream, creds: &Credentials) -> std::io::Result<bool> {
+    let mut ver_len = [0u8; 2];
+    conn.read_exact(&mut ver_len).await?;
+    let mut user = vec![0u8; usize::from(ver_len[1])];
+    conn.read_exact(&mut user).await?;
+    let mut len = [0u8; 1];
+    conn.read_exact(&mut len).await?;
+    let mut password = vec![0u8; usize::from(len[0])];
+    conn.read_exact(&mut password).await?;
+    let ok = ver_len[0] == 1 && creds.matches(&user, &password);
+    conn.write_all(&[1, if ok { 0 } else { 1 }]).await?;
+    Ok(ok)
+}
+
+pub(crate) async fn handle(mut conn: TcpStream, shared: &Gate) -> std::io::Result<()> {
+    let Ok(asked) = tokio::time::timeout(shared.head_timeout(), request(&mut conn, shared)).await
+    else {
         return Ok(());
     };
     let Some(target) = asked? else {
@@ -36,16 +59,24 @@ pub(crate) async fn handle(mut conn: TcpStream, shared: &Shared) -> std::io::Res
 
 /// The greeting and the request: the target of a `CONNECT`, or `None`
 /// once the refusal of anything else was sent.
-async fn request(conn: &mut TcpStream) -> std::io::Result<Option<Target>> {
+async fn request(conn: &mut TcpStream, shared: &Gate) -> std::io::Result<Option<Target>> {
     let mut head = [0u8; 2];
     conn.read_exact(&mut head).await?;
     let mut methods = vec![0u8; usize::from(head[1])];
     conn.read_exact(&mut methods).await?;
-    if !methods.contains(&0) {
-        conn.write_all(&[5, 0xff]).await?;
-        return Ok(None);
+    match &shared.credentials {
+        None if methods.contains(&NO_AUTH) => conn.write_all(&[5, NO_AUTH]).await?,
+        Some(creds) if methods.contains(&USER_PASSWORD) => {
+            conn.write_all(&[5, USER_PASSWORD]).await?;
+            if !user_password(conn, creds).await? {
+                return Ok(None);
+            }
+        }
+        _ => {
+            conn.write_all(&[5, NO_METHOD]).await?;
+            return Ok(None);
+        }
     }
-    conn.write_all(&[5, 0]).await?;
     let mut req = [0u8; 4];
     conn.read_exact(&mut req).await?;
     let (cmd, atyp) = (req[1], req[3]);

@@ -29,6 +29,8 @@
 //! - the server's temporary directory (`tmpdir.rs`): [`ServerTmp`]
 //!   (`{TOOLSRV_TMPDIR}`), one per server, removed when it stops or, once it
 //!   is gone, by the next;
+//! - a run's network (`netns.rs`): [`RunNetwork`], a network namespace
+//!   holding only loopback and the server's listeners (`network.domains`);
 //! - spawning (`spawn/`): [`spawn`] and [`spawn_detached`], a vfork-style
 //!   child that joins its own process group and its run, applies the
 //!   confinement and `exec`s the tool.
@@ -44,6 +46,7 @@ mod contain;
 mod doctor;
 mod forces;
 mod identity;
+mod netns;
 mod open;
 mod policy;
 mod rules;
@@ -55,6 +58,9 @@ mod workdir;
 // The face: every item another crate (or this crate's tests) names. The
 // modules are private; what is `pub` inside them and not here is reachable
 // only as part of these (a field's type, a method's return).
+
+// A run's own network namespace and the server's listeners in it.
+pub use netns::{NetworkError, RunNetwork, PROXY_PORT};
 
 // Policy: `sandbox.yaml`, its path variables, profiles and reload, the
 // embedded default, and the paths the Landlock-only fallback carves.

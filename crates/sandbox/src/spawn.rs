@@ -66,6 +66,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Child, SpawnError> {
             cwd: spec.cwd,
             cwd_fd: spec.cwd_fd.map_or(-1, |fd| fd.as_raw_fd()),
             mount_ns: spec.mount_ns.map_or(-1, |fd| fd.as_raw_fd()),
+            net_ns: spec.net_ns.map_or(-1, |fd| fd.as_raw_fd()),
             user_ns: spec.user_ns.map_or(-1, |fd| fd.as_raw_fd()),
         },
         stdin,

@@ -121,6 +121,7 @@ fn a_tool_reads_the_stdin_its_spec_gives_and_dev_null_without_one() {
                 cwd: &cwd,
                 cwd_fd: None,
                 mount_ns: None,
+                net_ns: None,
                 user_ns: None,
                 stdin: given.as_ref().map(AsFd::as_fd),
                 output: w.as_fd(),

@@ -113,6 +113,15 @@ pub struct Network {
     /// Non-empty: only these TCP ports may be connected to.
     #[serde(deserialize_with = "ports")]
     pub connect_tcp: Vec<u16>,
+    /// Non-empty: outbound TCP only through toolsrv's proxy, to the hosts
+    /// these lines name (`pypi.org`, `*.pythonhosted.org`, `github.com:22`;
+    /// no port: 80 and 443), in a network namespace of the run's own.
+    #[serde(deserialize_with = "domain_lines")]
+    pub domains: Vec<String>,
+    /// Names the proxy resolves to fixed addresses (a hosts file of the
+    /// policy's own: such a name may map to a private or loopback address).
+    #[serde(deserialize_with = "host_pins")]
+    pub hosts: Vec<(String, Vec<std::net::IpAddr>)>,
 }
 
 impl Default for Network {
@@ -121,8 +130,67 @@ impl Default for Network {
             enabled: true,
             bind_tcp: Vec::new(),
             connect_tcp: Vec::new(),
+            domains: Vec::new(),
+            hosts: Vec::new(),
         }
     }
+}
+
+impl Network {
+    /// The allowlist of `domains` and `hosts`; `None` without `domains`
+    /// (the network is then limited only by `enabled` and the ports).
+    pub fn allowlist(&self) -> Option<toolsrv_netproxy::Allowlist> {
+        if self.domains.is_empty() {
+            return None;
+        }
+        // Every line and pin was checked by the same call when parsed.
+        toolsrv_netproxy::Allowlist::new(&self.domains, &self.hosts).ok()
+    }
+}
+
+fn domain_lines<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    checked_list(
+        d,
+        |line| {
+            toolsrv_netproxy::Allowlist::new(&[line.to_string()], &[])
+                .map(|_| line.to_string())
+                .map_err(|e| e.to_string())
+        },
+        "host names",
+    )
+}
+
+/// `hosts:` a mapping of names to an address or a list of addresses.
+fn host_pins<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(String, Vec<std::net::IpAddr>)>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Addresses {
+        One(String),
+        Many(Vec<String>),
+    }
+    let map: Option<std::collections::BTreeMap<String, Addresses>> = Option::deserialize(d)?;
+    let mut pins = Vec::new();
+    for (name, addrs) in map.unwrap_or_default() {
+        let list = match addrs {
+            Addresses::One(a) => vec![a],
+            Addresses::Many(v) => v,
+        };
+        let parsed = list
+            .iter()
+            .map(|a| {
+                a.trim().parse::<std::net::IpAddr>().map_err(|_| {
+                    de::Error::custom(format!(
+                        "network.hosts: {name:?} maps to {a:?}, which is not an IP address"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, D::Error>>()?;
+        pins.push((name, parsed));
+    }
+    toolsrv_netproxy::Allowlist::new(&[], &pins).map_err(de::Error::custom)?;
+    Ok(pins)
 }
 
 /// `advanced:` section.

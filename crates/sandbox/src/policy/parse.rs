@@ -22,7 +22,7 @@ impl Policy {
         if is_blank(text) {
             return Ok(Policy::default());
         }
-        serde_yaml_ng::from_str::<Option<Policy>>(text)
+        let policy = serde_yaml_ng::from_str::<Option<Policy>>(text)
             .map(Option::unwrap_or_default)
             .map_err(|e| {
                 let message = clean_message(&e.to_string());
@@ -32,8 +32,29 @@ impl Policy {
                     line,
                     message,
                 }
-            })
+            })?;
+        if !policy.network.enabled && !policy.network.domains.is_empty() {
+            return Err(PolicyError::Parse {
+                file: origin.to_path_buf(),
+                line: key_line(text, "domains"),
+                message:
+                    "network.domains lists hosts, but network.enabled is false: remove one of them"
+                        .to_string(),
+            });
+        }
+        Ok(policy)
     }
+}
+
+/// The line of the first `key:` (indented or not).
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+        })
+        .map(|i| i + 1)
 }
 
 /// The line of the second top-level `key:` for a `duplicate field "key"`

@@ -134,7 +134,15 @@ impl Policy {
             network: NetworkRules {
                 enabled: self.network.enabled,
                 bind_tcp: self.network.bind_tcp.clone(),
-                connect_tcp: self.network.connect_tcp.clone(),
+                connect_tcp: {
+                    // Under `domains` the explicit proxy is one of the ports
+                    // a limited list must let the tool reach.
+                    let mut ports = self.network.connect_tcp.clone();
+                    if !ports.is_empty() && !self.network.domains.is_empty() {
+                        ports.push(crate::netns::PROXY_PORT);
+                    }
+                    ports
+                },
             },
             best_effort: self.general.best_effort,
             keyrings: self.advanced.keyrings,

@@ -21,6 +21,7 @@ pub(super) struct ChildStrings<'a> {
     pub(super) cwd: &'a CStr,
     pub(super) cwd_fd: RawFd,
     pub(super) mount_ns: RawFd,
+    pub(super) net_ns: RawFd,
     pub(super) user_ns: RawFd,
 }
 
@@ -43,6 +44,7 @@ pub(super) fn child_args(
         cwd: strings.cwd.as_ptr(),
         cwd_fd: strings.cwd_fd,
         mount_ns: strings.mount_ns,
+        net_ns: strings.net_ns,
         user_ns: if join.new_user_ns {
             -1
         } else {

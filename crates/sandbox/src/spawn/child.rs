@@ -55,6 +55,8 @@ pub(crate) enum Stage {
     ToolIdentity = 17,
     /// `dup3` of the argument files onto 3, 4, ….
     Files = 18,
+    /// `setns` into the run's network namespace.
+    Network = 19,
 }
 
 impl Stage {
@@ -79,6 +81,7 @@ impl Stage {
             16 => Stage::Keyring,
             17 => Stage::ToolIdentity,
             18 => Stage::Files,
+            19 => Stage::Network,
             _ => return None,
         })
     }
@@ -96,6 +99,8 @@ pub(crate) struct ChildArgs {
     pub(crate) cwd_fd: c_int,
     /// A mount namespace to enter before `fchdir`, or -1.
     pub(crate) mount_ns: c_int,
+    /// A network namespace to enter after `mount_ns`, or -1.
+    pub(crate) net_ns: c_int,
     /// A user namespace to enter after `mount_ns` as its uid and gid 0, or -1.
     pub(crate) user_ns: c_int,
     /// With `user_ns`: whether the parent is dumpable, which the change of
@@ -180,6 +185,11 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
         // the working directory is entered after (from a descriptor opened
         // inside the view), and Landlock applies in it.
         sys::setns(args.mount_ns, libc::CLONE_NEWNS).at(Stage::View)?;
+    }
+    if args.net_ns >= 0 && !args.join.new_user_ns {
+        // The run's own network: while the child still has the server's
+        // rights over the namespace it was made in.
+        sys::setns(args.net_ns, libc::CLONE_NEWNET).at(Stage::Network)?;
     }
     if args.user_ns >= 0 {
         // A root server's tool: the tools' user namespace, after the steps

@@ -92,6 +92,7 @@ pub(super) fn child_error(program: &CStr, cwd: &CStr, stage: u32, errno: i32) ->
         Some(Stage::Keyring) => SpawnError::SessionKeyring(source),
         Some(Stage::ToolIdentity) => setup("entering the tools' user namespace"),
         Some(Stage::Files) => setup("the argument files"),
+        Some(Stage::Network) => setup("entering the run's network namespace"),
         None => SpawnError::UnknownStage(stage),
     }
 }

@@ -83,6 +83,9 @@ impl Launch {
                 mount_ns: spec
                     .mount_ns
                     .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
+                net_ns: spec
+                    .net_ns
+                    .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),
                 user_ns: spec
                     .user_ns
                     .map_or(-1, |fd| std::os::fd::AsRawFd::as_raw_fd(&fd)),

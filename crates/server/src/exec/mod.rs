@@ -17,6 +17,7 @@
 
 mod cache;
 mod env;
+mod network;
 mod plan;
 mod planner;
 mod policies;

@@ -91,6 +91,9 @@ pub(crate) struct Namespaces {
     /// namespace of a root server): `None` where the run is unconfined or
     /// the host carves instead. [`RunPlan::workdir`] was opened inside it.
     pub(crate) view: Option<Arc<View>>,
+    /// The run's own network (`network.domains`): `None` where the policy
+    /// lists no domains or the run is unconfined.
+    pub(crate) net: Option<Arc<super::network::RunNet>>,
 }
 
 /// Variables kept apart from a plan's environment: passed to the tool,

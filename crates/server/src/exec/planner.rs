@@ -83,6 +83,9 @@ pub(crate) enum Refused {
     /// The sandbox cannot be prepared.
     #[error("sandbox: {0}")]
     Sandbox(#[source] ConfineError),
+    /// The run's network (`network.domains`) cannot be had.
+    #[error(transparent)]
+    Network(#[from] super::network::NetError),
     /// The filesystem view cannot be built.
     #[error("sandbox: {0}")]
     View(#[source] toolsrv_sandbox::ViewError),
@@ -170,6 +173,7 @@ fn open_cwd(
 /// naming the largest argument.
 fn check_sizes(
     env: &BTreeMap<String, String>,
+    secrets: &Secrets,
     payload: &Payload,
     args: &serde_json::Map<String, serde_json::Value>,
     inv: &toolsrv_metadata::Invocation,
@@ -189,7 +193,13 @@ fn check_sizes(
             });
         }
     }
-    let bytes = exec_size(&inv.argv, env);
+    let ptr = std::mem::size_of::<usize>();
+    let bytes = exec_size(&inv.argv, env)
+        + secrets
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2 + ptr)
+            .sum::<usize>();
     // Linux passes 128 KiB at least: only a larger call asks for the
     // stack limit (a system call).
     if bytes > 128 * 1024 && bytes > arg_max() {
@@ -318,6 +328,16 @@ impl Executor {
             );
             Some(self.policies.confinement(&rules)?)
         };
+        // The run's own network, after every check that may refuse the
+        // request: a namespace is made only for a run that goes ahead.
+        let net = match (sandboxed, compiled.allowlist()) {
+            (true, Some(allow)) => Some(super::network::RunNet::prepare(allow).await?),
+            _ => None,
+        };
+        let secrets = Secrets(
+            net.as_ref()
+                .map_or_else(Vec::new, |n| n.variables().to_vec()),
+        );
         let env = compose(EnvParts {
             passthrough: policy.env_passthrough(&self.host.own_env),
             agent,
@@ -327,7 +347,7 @@ impl Executor {
             tool: &inv.env,
             request: &payload.env,
         });
-        check_sizes(&env, &payload, &args, &inv, &tool)?;
+        check_sizes(&env, &secrets, &payload, &args, &inv, &tool)?;
         let timeout = payload
             .timeout
             .or(tool.timeout)
@@ -340,12 +360,14 @@ impl Executor {
             display: inv.display,
             files: inv.files,
             env,
-            // Nothing fills it yet; what does must count it in check_sizes.
-            secrets: Secrets::default(),
+            secrets,
             cwd,
             workdir,
             stdio: Stdio::default(),
-            namespaces: Namespaces { view },
+            namespaces: Namespaces {
+                view,
+                net: net.map(Arc::new),
+            },
             timeout,
             confinement,
             tool,

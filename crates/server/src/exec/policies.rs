@@ -54,6 +54,8 @@ pub(crate) struct Compiled {
     validator: Mutex<Option<Arc<Validator>>>,
     /// Its resolved rules, by [`RulesKey`].
     pub(crate) rules: TtlCache<RulesKey, Arc<ResolvedRules>>,
+    /// Its `network.domains` and `network.hosts`, when it lists domains.
+    allowlist: Option<toolsrv_netproxy::Allowlist>,
 }
 
 impl Compiled {
@@ -62,10 +64,16 @@ impl Compiled {
             key: PolicyKey {
                 policy: Same(policy.clone()),
             },
-            policy,
             validator: Mutex::new(None),
             rules: TtlCache::default(),
+            allowlist: policy.network.allowlist(),
+            policy,
         }
+    }
+
+    /// The hosts a run may reach by name, when the policy lists domains.
+    pub(crate) fn allowlist(&self) -> Option<&toolsrv_netproxy::Allowlist> {
+        self.allowlist.as_ref()
     }
 
     /// The policy's validator, built on first use. A policy whose rules do

@@ -128,6 +128,7 @@ impl ProcDir {
                     proc: p.clone(),
                 }))),
             ),
+            f("denials", 5, 0o444, Arc::new(DenialsFile(p.clone()))),
         ];
         Node {
             name: p.pid.to_string().into(),
@@ -193,6 +194,19 @@ impl Handle for OutHandle {
     }
 }
 
+/// `proc/{pid}/denials`: what the sandbox refused the run, one JSON object
+/// per line, as of the open.
+struct DenialsFile(Arc<Proc>);
+
+impl File for DenialsFile {
+    fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
+        Ok(Arc::new(OpenSnapshot {
+            bytes: Snapshot(crate::procs::denials::json_lines(&self.0.denials())),
+            _open: self.0.open_file(),
+        }))
+    }
+}
+
 /// `proc/{pid}/wait`: blocks until the end, then the exit code and a newline.
 struct WaitFile(Arc<Proc>);
 
@@ -223,22 +237,24 @@ struct StatFile(Arc<Proc>);
 
 impl File for StatFile {
     fn open(&self, _m: OpenMode, _c: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
-        Ok(Arc::new(StatHandle {
-            stat: Snapshot(to_json(&self.0.stat())?),
+        Ok(Arc::new(OpenSnapshot {
+            bytes: Snapshot(to_json(&self.0.stat())?),
             _open: self.0.open_file(),
         }))
     }
 }
 
-struct StatHandle {
-    stat: Snapshot,
+/// A file of a process's directory read as it was when opened (`stat`,
+/// `denials`); the open keeps the directory.
+struct OpenSnapshot {
+    bytes: Snapshot,
     _open: OpenFile,
 }
 
 #[async_trait]
-impl Handle for StatHandle {
+impl Handle for OpenSnapshot {
     async fn read(&self, offset: u64, count: u32) -> Result<Vec<u8>, Error> {
-        self.stat.read(offset, count).await
+        self.bytes.read(offset, count).await
     }
 }
 

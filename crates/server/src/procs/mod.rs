@@ -9,6 +9,7 @@
 //! `proc/new` fid clunked (`ProcTable::release`), or, when files of its
 //! `proc/<pid>/` are open then, once the last of them is closed.
 
+pub(crate) mod denials;
 pub(crate) mod output;
 mod retention;
 
@@ -85,6 +86,9 @@ pub(crate) struct Proc {
     /// Its result was read and its `proc/new` fid clunked: dismiss it once no
     /// file of it is open.
     released: AtomicBool,
+    /// What its network's proxy refused it (`network.domains`), set when it
+    /// starts.
+    network_denials: std::sync::OnceLock<toolsrv_netproxy::Denials>,
 }
 
 /// An open file of a process's `proc/<pid>/` directory (held by its handle).
@@ -163,6 +167,18 @@ impl Proc {
     /// Record the limits the run reached (before [`Proc::finish`]).
     pub(crate) fn set_limits_reached(&self, lines: Vec<String>) {
         self.m.lock_unpoisoned().limits_reached = lines;
+    }
+
+    /// Follow the refusals of its network's proxy (once, as it starts).
+    pub(crate) fn watch_network(&self, denials: toolsrv_netproxy::Denials) {
+        let _ = self.network_denials.set(denials);
+    }
+
+    /// Its denials so far, merged (`proc/<pid>/denials`).
+    pub(crate) fn denials(&self) -> Vec<denials::Record> {
+        self.network_denials
+            .get()
+            .map_or_else(Vec::new, |d| denials::records(&d.list()))
     }
 
     /// Add more closing lines (the protected paths its output names as
@@ -368,6 +384,7 @@ impl ProcTable {
             retained: AtomicU64::new(0),
             open_files: AtomicUsize::new(0),
             released: AtomicBool::new(false),
+            network_denials: std::sync::OnceLock::new(),
         });
         g.map.insert(pid, p.clone());
         Ok(p)

@@ -68,7 +68,15 @@ impl Executor {
             .guard()
             .filter(|_| plan.confined())
             .map(|g| (g, g.enter()));
+        if let Some(net) = &plan.namespaces.net {
+            proc.watch_network(net.denials());
+        }
         let ran = self.runner.run_inner(proc, plan, &mut leftovers).await;
+        let denied = proc.denials();
+        if !denied.is_empty() {
+            let lines = crate::procs::denials::result_lines(&denied, proc.pid);
+            self.append_lines(proc, lines);
+        }
         if let Some((g, entered)) = guarded {
             let denials = g.settle(entered);
             if !denials.is_empty() {

@@ -1,0 +1,159 @@
+//! A run's own network namespace (docs/network.md, "A run's own network"):
+//! made by a thread of the server that `unshare`s into a new one, brings
+//! its loopback up, routes every address to it (`local default dev lo`,
+//! IPv4 and IPv6), opens there the listeners the server serves (the
+//! explicit proxy on `127.0.0.1:PROXY_PORT`, a capture listener on each
+//! listed port, a DNS stub on port 53) and keeps the namespace by a
+//! descriptor. The child enters it with `setns` before its confinement.
+//!
+//! Inside, a TCP connection to any address lands on a capture listener
+//! (whose local address is the destination the tool dialled) or is refused;
+//! UDP reaches only the DNS stub; nothing inside has a route out. The
+//! server's sockets stay in the namespace they were made in, and the server
+//! dials upstreams from its own. No helper process runs in the sandbox and
+//! no packet filter is set.
+
+mod netlink;
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::OwnedFd;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// The explicit proxy's port on the run's `127.0.0.1`.
+pub const PROXY_PORT: u16 = 3128;
+
+/// How many connections a listener queues.
+const BACKLOG: i32 = 128;
+
+/// A run's network namespace, made and holding the server's listeners.
+#[derive(Debug)]
+pub struct RunNetwork {
+    /// The namespace (`setns` with `CLONE_NEWNET`).
+    pub ns: OwnedFd,
+    /// The explicit proxy's listener, `127.0.0.1:`[`PROXY_PORT`].
+    pub proxy: TcpListener,
+    /// A listener on every address for each listed port, with the port.
+    pub captures: Vec<(u16, TcpListener)>,
+    /// The DNS stub's sockets, port 53 on every address.
+    pub dns: Vec<UdpSocket>,
+}
+
+/// Why a run's network could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make the run's network namespace ({step}): {source}")]
+pub struct NetworkError {
+    /// The step that failed.
+    pub step: &'static str,
+    /// Why.
+    #[source]
+    pub source: io::Error,
+}
+
+impl NetworkError {
+    /// Whether the host refused a namespace to this server (no privilege
+    /// for it), rather than failing to make one.
+    pub fn refused(&self) -> bool {
+        self.step == "unshare" && matches!(self.source.raw_os_error(), Some(libc::EPERM))
+    }
+}
+
+fn at(step: &'static str) -> impl Fn(io::Error) -> NetworkError {
+    move |source| NetworkError { step, source }
+}
+
+impl RunNetwork {
+    /// A new namespace with the listeners of `ports` (the capture ports, in
+    /// order, duplicates and [`PROXY_PORT`] dropped). Made on a thread of
+    /// its own: the calling thread's namespace never changes.
+    pub fn new(ports: &[u16]) -> Result<RunNetwork, NetworkError> {
+        let ports: Vec<u16> = {
+            let mut p: Vec<u16> = ports.iter().copied().filter(|&p| p != 0).collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        };
+        std::thread::Builder::new()
+            .name("toolsrv-netns".into())
+            .spawn(move || make(&ports))
+            .map_err(at("start a thread"))?
+            .join()
+            .map_err(|_| NetworkError {
+                step: "the thread",
+                source: io::Error::other("it panicked"),
+            })?
+    }
+}
+
+/// On a thread that is then in the new namespace: everything of
+/// [`RunNetwork::new`].
+fn make(ports: &[u16]) -> Result<RunNetwork, NetworkError> {
+    // Safety: no pointers; changes only this thread's namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(at("unshare")(io::Error::last_os_error()));
+    }
+    let ns = std::fs::File::open("/proc/thread-self/ns/net")
+        .map(OwnedFd::from)
+        .map_err(at("open the namespace"))?;
+    netlink::loopback_up().map_err(at("bring loopback up"))?;
+    netlink::route_all_to_loopback(libc::AF_INET as u8).map_err(at("route IPv4 to loopback"))?;
+    // IPv6 may be off on the host: then it has nowhere to go at all.
+    let v6 = netlink::route_all_to_loopback(libc::AF_INET6 as u8).is_ok();
+    let proxy =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, PROXY_PORT)).map_err(at("listen for the proxy"))?;
+    let mut captures = Vec::with_capacity(ports.len());
+    for &port in ports.iter().filter(|&&p| p != PROXY_PORT) {
+        captures.push((
+            port,
+            tcp_any(port, v6).map_err(at("listen on a listed port"))?,
+        ));
+    }
+    let dns = vec![udp_any(53, v6).map_err(at("listen for DNS"))?];
+    Ok(RunNetwork {
+        ns,
+        proxy,
+        captures,
+        dns,
+    })
+}
+
+/// The address that means every address: IPv6's, taking IPv4 as mapped
+/// addresses too, where IPv6 is on.
+fn any(port: u16, v6: bool) -> (Domain, SocketAddr) {
+    if v6 {
+        (
+            Domain::IPV6,
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+        )
+    } else {
+        (
+            Domain::IPV4,
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+        )
+    }
+}
+
+fn tcp_any(port: u16, v6: bool) -> io::Result<TcpListener> {
+    let (domain, addr) = any(port, v6);
+    let s = Socket::new(domain, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+    if v6 {
+        s.set_only_v6(false)?;
+    }
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(BACKLOG)?;
+    Ok(s.into())
+}
+
+fn udp_any(port: u16, v6: bool) -> io::Result<UdpSocket> {
+    let (domain, addr) = any(port, v6);
+    let s = Socket::new(domain, Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+    if v6 {
+        s.set_only_v6(false)?;
+    }
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
