@@ -115,6 +115,43 @@ fn bad_ports_are_refused_with_the_value() {
 }
 
 #[test]
+fn domains_and_hosts_parse_and_bad_ones_name_the_value_and_line() {
+    let p = Policy::parse(
+        "network:\n  domains: [pypi.org, \"*.pythonhosted.org\", \"github.com:22\"]\n  hosts: {registry.internal: 10.0.0.5, two.test: [\"::1\", 127.0.0.1]}\n",
+        Path::new("/x/sandbox.yaml"),
+    )
+    .expect("valid");
+    assert_eq!(p.network.domains.len(), 3);
+    assert_eq!(p.network.hosts.len(), 2);
+    let allow = p.network.allowlist().expect("an allowlist");
+    assert_eq!(allow.ports(), vec![22, 80, 443]);
+    assert!(Policy::default().network.allowlist().is_none());
+    let msg = err("network:\n  domains:\n    - pypi.org\n    - \"exa mple.com\"\n");
+    assert!(
+        msg.starts_with("/x/sandbox.yaml:4: network.domains: \"exa mple.com\" is not a host name"),
+        "{msg}"
+    );
+    let msg = err("network:\n  domains: [\"pypi.org:https\"]\n");
+    assert!(msg.contains("the port is not a number"), "{msg}");
+    let msg = err("network:\n  hosts: {up.test: not-an-address}\n");
+    assert!(
+        msg.contains(
+            "network.hosts: \"up.test\" maps to \"not-an-address\", which is not an IP address"
+        ),
+        "{msg}"
+    );
+    let msg = err("network:\n  hosts: {\"bad name\": 10.0.0.1}\n");
+    assert!(msg.contains("\"bad name\" is not a host name"), "{msg}");
+    let msg = err("network:\n  enabled: false\n  domains: [pypi.org]\n");
+    assert!(
+        msg.starts_with(
+            "/x/sandbox.yaml:3: network.domains lists hosts, but network.enabled is false"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
 fn bad_regex_names_the_pattern() {
     let msg = err("validation:\n  deny:\n    - 'ok'\n    - 'rm (-rf'\n");
     assert!(

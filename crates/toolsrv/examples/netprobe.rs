@@ -4,7 +4,9 @@
 //! (exit 1).
 //!
 //! Usage: `netprobe <tcp PORT | bind PORT | udp-send PORT | mptcp | unix-pair |
-//! abstract NAME | abstract-self NAME | truncate PATH>`
+//! abstract NAME | abstract-self NAME | truncate PATH | hold NAME PORT>`;
+//! `hold` binds the abstract name and a listener on `127.0.0.1:PORT`,
+//! prints `holding` and keeps them for 30 s.
 
 // Test code: an unexpected failure is a panic that names it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
             UnixStream::connect_addr(&a).map(drop)
         }),
         ["truncate", path] => truncate(path),
+        ["hold", name, port] => port_arg(port).and_then(|p| hold(name, p)),
         _ => Err(io::Error::other(format!("unknown probe {words:?}"))),
     };
     let (line, code) = match result {
@@ -79,5 +82,15 @@ fn truncate(path: &str) -> io::Result<()> {
     if unsafe { libc::truncate(c.as_ptr(), 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// Binds abstract `name` and `127.0.0.1:port`, says so, and keeps both.
+fn hold(name: &str, port: u16) -> io::Result<()> {
+    let a = SocketAddr::from_abstract_name(name.as_bytes())?;
+    let _unix = UnixListener::bind_addr(&a)?;
+    let _tcp = TcpListener::bind(("127.0.0.1", port))?;
+    println!("holding");
+    std::thread::sleep(std::time::Duration::from_secs(30));
     Ok(())
 }

@@ -61,6 +61,10 @@ pub struct Policy {
     pub bind_tcp: Vec<u16>,
     /// `network.connect_tcp`.
     pub connect_tcp: Vec<u16>,
+    /// `network.domains`.
+    pub domains: Vec<String>,
+    /// `network.hosts`: name and address.
+    pub hosts: Vec<(String, String)>,
     /// `env`.
     pub env: Vec<String>,
     /// `validation.deny`.
@@ -91,6 +95,8 @@ impl Policy {
             net: true,
             bind_tcp: Vec::new(),
             connect_tcp: Vec::new(),
+            domains: Vec::new(),
+            hosts: Vec::new(),
             env: strings(&[
                 "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ",
                 "TMPDIR",
@@ -108,6 +114,8 @@ impl Policy {
                 "enabled": self.net,
                 "bind_tcp": self.bind_tcp,
                 "connect_tcp": self.connect_tcp,
+                "domains": self.domains,
+                "hosts": self.hosts.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, serde_json::Value>>(),
             },
             "env": self.env,
             "advanced": {"ldd": false, "add_exec": true},
@@ -173,6 +181,8 @@ impl Out {
 
 /// Which policy the server runs with.
 #[derive(Clone, Debug)]
+// Made once per test server: the size of the policy does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Mode {
     /// No `--sandbox` flag and no config file: the embedded default policy.
     EmbeddedDefault,
@@ -378,4 +388,10 @@ pub fn start_server(extra: &[String], env: &[(&str, &str)]) -> Server {
 pub fn netprobe() -> &'static Path {
     static PROBE: OnceLock<PathBuf> = OnceLock::new();
     PROBE.get_or_init(|| crate::util::example("netprobe"))
+}
+
+/// The `webprobe` example (requests through a run's network), built once.
+pub fn webprobe() -> &'static Path {
+    static PROBE: OnceLock<PathBuf> = OnceLock::new();
+    PROBE.get_or_init(|| crate::util::example("webprobe"))
 }

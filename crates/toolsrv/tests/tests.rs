@@ -47,6 +47,7 @@ mod remote_holes;
 mod remote_util;
 mod requests;
 mod sandbox;
+mod sandbox_domains;
 mod sandbox_fs;
 mod sandbox_net;
 mod sandbox_policy;
