@@ -432,3 +432,18 @@ fn proxy_reports_the_download_rate_cpu_and_first_byte_beside_direct() {
         "{first}"
     );
 }
+
+#[test]
+fn domains_reports_a_call_under_network_domains_beside_one_without() {
+    let out = bench(&["domains", "--iters", "20"]);
+    let line = out
+        .lines()
+        .find(|l| l.contains("[ratio = under network.domains / without]"))
+        .unwrap_or_else(|| panic!("no ratio line: {out}"));
+    assert!(
+        line.starts_with("call true_exec (network.domains)")
+            && line.contains("| baseline call true_exec (no domains) median")
+            && line.contains("(goal <= 1.05x: "),
+        "{line}"
+    );
+}

@@ -60,7 +60,9 @@ mod workdir;
 // only as part of these (a field's type, a method's return).
 
 // A run's own network namespace and the server's listeners in it.
-pub use netns::{NetworkError, RunNetwork, PROXY_PORT};
+pub use netns::{
+    start_maker as start_network_maker, NetworkError, NetworkPool, RunNetwork, PROXY_PORT,
+};
 
 // Policy: `sandbox.yaml`, its path variables, profiles and reload, the
 // embedded default, and the paths the Landlock-only fallback carves.

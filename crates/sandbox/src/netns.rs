@@ -14,6 +14,9 @@
 //! no packet filter is set.
 
 mod netlink;
+mod pool;
+
+pub use pool::{start_maker, NetworkPool};
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
@@ -63,31 +66,21 @@ fn at(step: &'static str) -> impl Fn(io::Error) -> NetworkError {
     move |source| NetworkError { step, source }
 }
 
-impl RunNetwork {
-    /// A new namespace with the listeners of `ports` (the capture ports, in
-    /// order, duplicates and [`PROXY_PORT`] dropped). Made on a thread of
-    /// its own: the calling thread's namespace never changes.
-    pub fn new(ports: &[u16]) -> Result<RunNetwork, NetworkError> {
-        let ports: Vec<u16> = {
-            let mut p: Vec<u16> = ports.iter().copied().filter(|&p| p != 0).collect();
-            p.sort_unstable();
-            p.dedup();
-            p
-        };
-        std::thread::Builder::new()
-            .name("toolsrv-netns".into())
-            .spawn(move || make(&ports))
-            .map_err(at("start a thread"))?
-            .join()
-            .map_err(|_| NetworkError {
-                step: "the thread",
-                source: io::Error::other("it panicked"),
-            })?
-    }
+/// `ports` in order, each once, without 0 and [`PROXY_PORT`].
+fn capture_ports(ports: &[u16]) -> Vec<u16> {
+    let mut p: Vec<u16> = ports
+        .iter()
+        .copied()
+        .filter(|&p| p != 0 && p != PROXY_PORT)
+        .collect();
+    p.sort_unstable();
+    p.dedup();
+    p
 }
 
-/// On a thread that is then in the new namespace: everything of
-/// [`RunNetwork::new`].
+/// A new namespace with the listeners of `ports` (the capture ports), made
+/// on the calling thread, which is in it from then on (until the next
+/// call): only the maker thread calls it (`pool.rs`).
 fn make(ports: &[u16]) -> Result<RunNetwork, NetworkError> {
     // Safety: no pointers; changes only this thread's namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
@@ -103,7 +96,7 @@ fn make(ports: &[u16]) -> Result<RunNetwork, NetworkError> {
     let proxy =
         TcpListener::bind((Ipv4Addr::LOCALHOST, PROXY_PORT)).map_err(at("listen for the proxy"))?;
     let mut captures = Vec::with_capacity(ports.len());
-    for &port in ports.iter().filter(|&&p| p != PROXY_PORT) {
+    for &port in ports {
         captures.push((
             port,
             tcp_any(port, v6).map_err(at("listen on a listed port"))?,

@@ -9,6 +9,7 @@ pub mod call_cpu;
 pub mod call_stream;
 pub mod call_throughput;
 pub mod discovery;
+pub mod domains;
 pub mod fixtures;
 pub mod guard;
 pub mod load;
@@ -93,6 +94,11 @@ pub const ALL: &[Bench] = &[
         name: "proxy",
         about: "a 100 MiB download and the first byte through the network proxy (CONNECT) vs straight from the upstream, loopback",
         run: proxy::run,
+    },
+    Bench {
+        name: "domains",
+        about: "a sandboxed call under network.domains (a network namespace per run) vs the same policy without",
+        run: domains::run,
     },
     Bench {
         name: "load",

@@ -8,7 +8,7 @@
 use std::os::fd::{AsFd, BorrowedFd};
 
 use toolsrv_netproxy::{Allowlist, Credentials, Denials, RunListeners, RunProxy};
-use toolsrv_sandbox::{RunNetwork, PROXY_PORT};
+use toolsrv_sandbox::{NetworkPool, PROXY_PORT};
 
 use super::Refused;
 
@@ -42,21 +42,38 @@ pub(crate) enum NetError {
     Serve(#[source] std::io::Error),
 }
 
-impl RunNet {
-    /// A new namespace for a run under `allow`, its listeners served.
-    pub(crate) async fn prepare(allow: &Allowlist) -> Result<RunNet, Refused> {
-        let ports = allow.ports();
-        let made = tokio::task::spawn_blocking(move || RunNetwork::new(&ports))
-            .await
-            .map_err(|e| NetError::Serve(std::io::Error::other(e)))?
-            .map_err(NetError::Namespace)?;
+/// A policy's run networks: its allowlist, and networks made ahead.
+pub(crate) struct Supply {
+    allow: Allowlist,
+    pool: NetworkPool,
+}
+
+impl Supply {
+    /// The supply of `allow`, its pool filling from now on.
+    pub(crate) fn new(allow: Allowlist) -> Supply {
+        let pool = NetworkPool::new(&allow.ports());
+        Supply { allow, pool }
+    }
+
+    /// A run's network: one made ahead, else one made now; served.
+    pub(crate) async fn run_net(&self) -> Result<RunNet, Refused> {
+        let made = match self.pool.take() {
+            Some(n) => n,
+            None => {
+                let pool = self.pool.clone();
+                tokio::task::spawn_blocking(move || pool.make_now())
+                    .await
+                    .map_err(|e| NetError::Serve(std::io::Error::other(e)))?
+                    .map_err(NetError::Namespace)?
+            }
+        };
         let credentials = Credentials::fresh(PROXY_USER);
         let listeners = RunListeners {
             proxy: made.proxy,
             captures: made.captures.into_iter().map(|(_, l)| l).collect(),
             dns: made.dns,
         };
-        let proxy = RunProxy::start(listeners, allow.clone(), credentials.clone())
+        let proxy = RunProxy::start(listeners, self.allow.clone(), credentials.clone())
             .map_err(NetError::Serve)?;
         Ok(RunNet {
             ns: made.ns,
@@ -64,7 +81,9 @@ impl RunNet {
             variables: variables(&credentials),
         })
     }
+}
 
+impl RunNet {
     /// The namespace the child enters.
     pub(crate) fn ns(&self) -> BorrowedFd<'_> {
         self.ns.as_fd()

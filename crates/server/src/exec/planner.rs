@@ -330,8 +330,8 @@ impl Executor {
         };
         // The run's own network, after every check that may refuse the
         // request: a namespace is made only for a run that goes ahead.
-        let net = match (sandboxed, compiled.allowlist()) {
-            (true, Some(allow)) => Some(super::network::RunNet::prepare(allow).await?),
+        let net = match (sandboxed, compiled.network()) {
+            (true, Some(supply)) => Some(supply.run_net().await?),
             _ => None,
         };
         let secrets = Secrets(

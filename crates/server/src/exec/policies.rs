@@ -54,8 +54,9 @@ pub(crate) struct Compiled {
     validator: Mutex<Option<Arc<Validator>>>,
     /// Its resolved rules, by [`RulesKey`].
     pub(crate) rules: TtlCache<RulesKey, Arc<ResolvedRules>>,
-    /// Its `network.domains` and `network.hosts`, when it lists domains.
-    allowlist: Option<toolsrv_netproxy::Allowlist>,
+    /// Its `network.domains` and `network.hosts` and its networks made
+    /// ahead, when it lists domains.
+    network: Option<super::network::Supply>,
 }
 
 impl Compiled {
@@ -66,14 +67,14 @@ impl Compiled {
             },
             validator: Mutex::new(None),
             rules: TtlCache::default(),
-            allowlist: policy.network.allowlist(),
+            network: policy.network.allowlist().map(super::network::Supply::new),
             policy,
         }
     }
 
-    /// The hosts a run may reach by name, when the policy lists domains.
-    pub(crate) fn allowlist(&self) -> Option<&toolsrv_netproxy::Allowlist> {
-        self.allowlist.as_ref()
+    /// Where a run's own network comes from, when the policy lists domains.
+    pub(crate) fn network(&self) -> Option<&super::network::Supply> {
+        self.network.as_ref()
     }
 
     /// The policy's validator, built on first use. A policy whose rules do

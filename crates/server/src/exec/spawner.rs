@@ -93,6 +93,7 @@ impl Spawner {
         // Before any thread carries the filter: a thread inherits its
         // creator's seccomp filter.
         unconfined::start();
+        toolsrv_sandbox::start_network_maker();
         Spawner {
             tracked,
             watchdog,
