@@ -61,11 +61,6 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// How long a client may take to say where it goes.
-    pub(crate) fn head_timeout(&self) -> std::time::Duration {
-        self.head_timeout
-    }
-
     /// Records a refusal that is not a connection's (a request that did
     /// not parse) with the text the tool read.
     pub(crate) fn record_malformed(&self, target: String, reason: String) {

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::allow::Allowlist;
 use crate::decide::{Refusal, Target};
 use crate::denial::Denials;
+use crate::door::Door;
 use crate::gate::{Credentials, Gate};
 
 /// The most a request head may hold.
@@ -78,19 +79,26 @@ impl Proxy {
             names: Arc::default(),
             credentials: self.credentials,
         });
-        accept_loop(self.listener, gate, CancellationToken::new(), handle).await;
+        accept_loop(
+            self.listener,
+            Arc::new(Door::One(gate)),
+            CancellationToken::new(),
+            handle,
+        )
+        .await;
     }
 }
 
 /// Accepts connections on `listener` until `stop`, each handled by `on` on
 /// a task of its own, which ends at `stop` too.
-pub(crate) async fn accept_loop<F, Fut>(
+pub(crate) async fn accept_loop<S, F, Fut>(
     listener: TcpListener,
-    gate: Arc<Gate>,
+    state: Arc<S>,
     stop: CancellationToken,
     on: F,
 ) where
-    F: Fn(TcpStream, Arc<Gate>) -> Fut,
+    S: Send + Sync + 'static,
+    F: Fn(TcpStream, Arc<S>) -> Fut,
     Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
 {
     loop {
@@ -106,7 +114,7 @@ pub(crate) async fn accept_loop<F, Fut>(
                 continue;
             }
         };
-        let work = on(conn, gate.clone());
+        let work = on(conn, state.clone());
         let stop = stop.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -120,23 +128,23 @@ pub(crate) async fn accept_loop<F, Fut>(
 }
 
 /// One connection to the explicit proxy: SOCKS5 or HTTP.
-pub(crate) async fn handle(conn: TcpStream, shared: Arc<Gate>) -> std::io::Result<()> {
-    let shared = &*shared;
+pub(crate) async fn handle(conn: TcpStream, door: Arc<Door>) -> std::io::Result<()> {
+    let door = &*door;
     conn.set_nodelay(true)?;
     let mut first = [0u8; 1];
-    match tokio::time::timeout(shared.head_timeout, conn.peek(&mut first)).await {
+    match tokio::time::timeout(door.head_timeout(), conn.peek(&mut first)).await {
         Ok(Ok(0)) | Err(_) => return Ok(()),
         Ok(r) => r?,
     };
     if first[0] == 5 {
-        return crate::socks::handle(conn, shared).await;
+        return crate::socks::handle(conn, door).await;
     }
-    http(conn, shared).await
+    http(conn, door).await
 }
 
 /// One HTTP proxy connection: its head, then a tunnel or one upstream.
-async fn http(mut conn: TcpStream, shared: &Gate) -> std::io::Result<()> {
-    let read = tokio::time::timeout(shared.head_timeout, read_head(&mut conn)).await;
+async fn http(mut conn: TcpStream, door: &Door) -> std::io::Result<()> {
+    let read = tokio::time::timeout(door.head_timeout(), read_head(&mut conn)).await;
     let Ok(read) = read else {
         return respond(
             &mut conn,
@@ -166,21 +174,24 @@ async fn http(mut conn: TcpStream, shared: &Gate) -> std::io::Result<()> {
         )
         .await;
     }
-    if let Some(creds) = &shared.credentials {
-        let shown = req
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("proxy-authorization"))
-            .map(|h| h.value);
-        if !shown.is_some_and(|v| basic_matches(v, creds)) {
-            return respond(
-                &mut conn,
-                407,
-                "toolsrv: this proxy takes only the credentials of a live run (the user-info of HTTP_PROXY in the run's environment)",
-            )
-            .await;
-        }
-    }
+    let shown = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("proxy-authorization"))
+        .and_then(|h| basic_credentials(h.value));
+    let gate = match shown {
+        Some((user, password)) => door.admit(&user, &password),
+        None => door.open(),
+    };
+    let Some(gate) = gate else {
+        return respond(
+            &mut conn,
+            407,
+            "toolsrv: this proxy takes only the credentials of a live run (the user-info of HTTP_PROXY in the run's environment)",
+        )
+        .await;
+    };
+    let shared = &*gate;
     let method = req.method.unwrap_or_default().to_string();
     let path = req.path.unwrap_or_default().to_string();
     let (target, origin) = match parse_target(&method, &path) {
@@ -293,23 +304,21 @@ async fn read_head(conn: &mut TcpStream) -> std::io::Result<Option<(Vec<u8>, Vec
     }
 }
 
-/// Whether a `Proxy-Authorization` value is `Basic` with `creds`.
-fn basic_matches(value: &[u8], creds: &Credentials) -> bool {
+/// The user name and password of a `Proxy-Authorization: Basic` value.
+fn basic_credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     use base64::Engine;
-    let value = String::from_utf8_lossy(value);
-    let Some((scheme, token)) = value.trim().split_once(' ') else {
-        return false;
-    };
+    let value = std::str::from_utf8(value).ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
-        return false;
+        return None;
     }
-    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(token.trim()) else {
-        return false;
-    };
-    let Some(colon) = decoded.iter().position(|&b| b == b':') else {
-        return false;
-    };
-    creds.matches(&decoded[..colon], &decoded[colon + 1..])
+    let mut decoded = base64::engine::general_purpose::STANDARD
+        .decode(token.trim())
+        .ok()?;
+    let colon = decoded.iter().position(|&b| b == b':')?;
+    let password = decoded.split_off(colon + 1);
+    decoded.pop();
+    Some((decoded, password))
 }
 
 /// A short plain-text response that closes the connection.

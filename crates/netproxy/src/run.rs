@@ -72,7 +72,7 @@ impl RunProxy {
             .collect::<std::io::Result<Vec<_>>>()?;
         tokio::spawn(accept_loop(
             proxy,
-            gate.clone(),
+            Arc::new(crate::door::Door::One(gate.clone())),
             stop.clone(),
             crate::proxy::handle,
         ));

@@ -8,7 +8,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::decide::{Refusal, Target};
-use crate::gate::{Credentials, Gate};
+use std::sync::Arc;
+
+use crate::door::Door;
+use crate::gate::Gate;
 
 /// SOCKS replies: succeeded, general failure, not allowed by ruleset,
 /// host unreachable, command not supported, address type not supported.
@@ -23,9 +26,9 @@ const NO_AUTH: u8 = 0;
 const USER_PASSWORD: u8 = 2;
 const NO_METHOD: u8 = 0xff;
 
-/// The user name and password negotiation: whether they are `creds` (the
+/// The user name and password negotiation: the gate they open (the
 /// client was told either way; a failure closes the connection).
-async fn user_password(conn: &mut TcpStream, creds: &Credentials) -> std::io::Result<bool> {
+async fn user_password(conn: &mut TcpStream, door: &Door) -> std::io::Result<Option<Arc<Gate>>> {
     let mut ver_len = [0u8; 2];
     conn.read_exact(&mut ver_len).await?;
     let mut user = vec![0u8; usize::from(ver_len[1])];
@@ -34,20 +37,23 @@ async fn user_password(conn: &mut TcpStream, creds: &Credentials) -> std::io::Re
     conn.read_exact(&mut len).await?;
     let mut password = vec![0u8; usize::from(len[0])];
     conn.read_exact(&mut password).await?;
-    let ok = ver_len[0] == 1 && creds.matches(&user, &password);
-    conn.write_all(&[1, if ok { 0 } else { 1 }]).await?;
-    Ok(ok)
+    let gate = (ver_len[0] == 1)
+        .then(|| door.admit(&user, &password))
+        .flatten();
+    conn.write_all(&[1, if gate.is_some() { 0 } else { 1 }])
+        .await?;
+    Ok(gate)
 }
 
-pub(crate) async fn handle(mut conn: TcpStream, shared: &Gate) -> std::io::Result<()> {
-    let Ok(asked) = tokio::time::timeout(shared.head_timeout(), request(&mut conn, shared)).await
+pub(crate) async fn handle(mut conn: TcpStream, door: &Door) -> std::io::Result<()> {
+    let Ok(asked) = tokio::time::timeout(door.head_timeout(), request(&mut conn, door)).await
     else {
         return Ok(());
     };
-    let Some(target) = asked? else {
+    let Some((gate, target)) = asked? else {
         return Ok(());
     };
-    let mut up = match shared.connect(&target).await {
+    let mut up = match gate.connect(&target).await {
         Ok(u) => u,
         Err(Refusal::NoAddress { .. }) => return reply(&mut conn, UNREACHABLE).await,
         Err(_) => return reply(&mut conn, NOT_ALLOWED).await,
@@ -57,26 +63,34 @@ pub(crate) async fn handle(mut conn: TcpStream, shared: &Gate) -> std::io::Resul
     Ok(())
 }
 
-/// The greeting and the request: the target of a `CONNECT`, or `None`
-/// once the refusal of anything else was sent.
-async fn request(conn: &mut TcpStream, shared: &Gate) -> std::io::Result<Option<Target>> {
+/// The greeting, the login and the request: the gate that admitted the
+/// client and the target of its `CONNECT`, or `None` once the refusal of
+/// anything else was sent.
+async fn request(
+    conn: &mut TcpStream,
+    door: &Door,
+) -> std::io::Result<Option<(Arc<Gate>, Target)>> {
     let mut head = [0u8; 2];
     conn.read_exact(&mut head).await?;
     let mut methods = vec![0u8; usize::from(head[1])];
     conn.read_exact(&mut methods).await?;
-    match &shared.credentials {
-        None if methods.contains(&NO_AUTH) => conn.write_all(&[5, NO_AUTH]).await?,
-        Some(creds) if methods.contains(&USER_PASSWORD) => {
+    let gate = match door.open() {
+        Some(g) if methods.contains(&NO_AUTH) => {
+            conn.write_all(&[5, NO_AUTH]).await?;
+            g
+        }
+        None if methods.contains(&USER_PASSWORD) => {
             conn.write_all(&[5, USER_PASSWORD]).await?;
-            if !user_password(conn, creds).await? {
-                return Ok(None);
+            match user_password(conn, door).await? {
+                Some(g) => g,
+                None => return Ok(None),
             }
         }
         _ => {
             conn.write_all(&[5, NO_METHOD]).await?;
             return Ok(None);
         }
-    }
+    };
     let mut req = [0u8; 4];
     conn.read_exact(&mut req).await?;
     let (cmd, atyp) = (req[1], req[3]);
@@ -105,10 +119,13 @@ async fn request(conn: &mut TcpStream, shared: &Gate) -> std::io::Result<Option<
     if cmd != 1 {
         return reply(conn, NO_COMMAND).await.map(|()| None);
     }
-    Ok(Some(Target {
-        host,
-        port: u16::from_be_bytes(port),
-    }))
+    Ok(Some((
+        gate,
+        Target {
+            host,
+            port: u16::from_be_bytes(port),
+        },
+    )))
 }
 
 /// A reply with `code` and an empty bound address.

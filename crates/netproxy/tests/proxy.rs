@@ -301,3 +301,54 @@ async fn a_tunnel_carries_megabytes_both_ways_in_order_and_passes_a_half_close_o
     assert_eq!(back.len(), data.len());
     assert!(back == data, "the bytes came back changed");
 }
+
+/// `Proxy-Authorization: Basic` of `user:password`.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
+#[tokio::test]
+async fn the_shared_proxy_admits_each_run_by_its_own_credentials_under_its_own_list_and_an_ended_run_not_at_all(
+) {
+    use toolsrv_netproxy::{Credentials, SharedProxy};
+    let up = upstream().await;
+    let port = up.addr.port();
+    let shared = SharedProxy::start().await.unwrap();
+    let pins = vec![("up.test".to_string(), vec![LOOPBACK])];
+    let allowed = Allowlist::new(&[format!("up.test:{port}")], &pins).unwrap();
+    let other = Allowlist::new(&["pypi.org".to_string()], &pins).unwrap();
+    let a = Credentials::fresh("run-a");
+    let b = Credentials::fresh("run-b");
+    let ra = shared.register(allowed, a.clone());
+    let rb = shared.register(other, b.clone());
+    let get = |c: &Credentials| {
+        format!(
+            "GET http://up.test:{port}/ HTTP/1.1\r\nHost: up.test\r\nProxy-Authorization: Basic {}\r\n\r\n",
+            basic(&c.user, &c.password)
+        )
+    };
+    let addr = shared.local_addr();
+    assert!(exchange(addr, get(&a).as_bytes())
+        .await
+        .starts_with("HTTP/1.1 200"));
+    // Run b's list does not name up.test: its own rules, not a's.
+    let out = exchange(addr, get(&b).as_bytes()).await;
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert_eq!(rb.denials().list().len(), 1);
+    assert!(ra.denials().list().is_empty());
+    // a's user name with b's password, no credentials, and a after its end.
+    let mixed = Credentials {
+        user: a.user.clone(),
+        password: b.password.clone(),
+    };
+    let bare = format!("GET http://up.test:{port}/ HTTP/1.1\r\nHost: up.test\r\n\r\n");
+    for req in [get(&mixed), bare] {
+        let out = exchange(addr, req.as_bytes()).await;
+        assert!(out.starts_with("HTTP/1.1 407"), "{out}");
+    }
+    drop(ra);
+    let out = exchange(addr, get(&a).as_bytes()).await;
+    assert!(out.starts_with("HTTP/1.1 407"), "{out}");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+}

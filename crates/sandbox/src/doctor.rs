@@ -48,6 +48,9 @@ pub struct Facts {
     /// Whether the filesystem view (a mount namespace, docs/policy-format.md, "Protected paths") is in
     /// use, or why the Landlock-only fallback is.
     pub filesystem_view: Result<(), String>,
+    /// Whether runs under `network.domains` get a network namespace each,
+    /// or why they get the fallback.
+    pub network: Result<(), String>,
     /// Whether tools run without Landlock and seccomp (`serve --yolo`).
     pub unconfined: bool,
     /// How a tool's creations are told from anyone else's (crate
@@ -127,6 +130,10 @@ impl Facts {
             identity_reason: id.reason,
             tool_ids,
             filesystem_view,
+            network: match crate::netns::NetworkMechanism::choose(forces.network.as_deref()) {
+                crate::netns::NetworkMechanism::Namespace => Ok(()),
+                crate::netns::NetworkMechanism::Fallback(why) => Err(why),
+            },
             unconfined: false,
             attribution,
         }
@@ -398,11 +405,19 @@ fn reachable(facts: &Facts, policy: &Policy) -> Vec<Reachable> {
             "network.enabled: false refuses them (with every socket family but AF_UNIX)".to_string(),
         );
     }
-    if abi >= 6 {
+    let own_network = !policy.network.domains.is_empty() && facts.network.is_ok();
+    if own_network {
+        // Each run in a network namespace of its own: abstract names are
+        // the run's, neither squatted on the host nor reached from it.
+    } else if abi >= 6 {
         add(
             "abstract-unix-sockets",
             "Landlock's scoping refuses connecting to an abstract Unix socket bound outside the run's sandbox, not binding one: a tool can take (squat) an abstract name another program expects to bind".to_string(),
-            "nothing in this version (a network namespace per run would)".to_string(),
+            if facts.network.is_ok() {
+                "network.domains: each run is then in a network namespace of its own, whose abstract names are its own".to_string()
+            } else {
+                "nothing on this host (a network namespace per run, which network.domains makes where the server may, would)".to_string()
+            },
         );
     } else {
         add(
@@ -443,6 +458,12 @@ fn network_allowed(net: &crate::policy::Network, seccomp: bool, ports: bool) -> 
             } else {
                 "; NOT enforced here (no seccomp): tools can reach the network"
             }
+        );
+    }
+    if !net.domains.is_empty() {
+        return format!(
+            "this policy lets tools reach only the hosts of network.domains ({}), through toolsrv's proxy",
+            net.domains.join(", ")
         );
     }
     let list = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
@@ -597,6 +618,19 @@ impl Report {
                 },
             );
         }
+        if let Err(why) = &facts.network {
+            if !policy.network.domains.is_empty() {
+                need(
+                    format!("a network namespace per run for network.domains ({why}): runs reach the listed hosts only through the proxy variables; a tool that ignores them (ssh, a Go program with its own dialer) fails"),
+                    false,
+                    if why.contains("TOOLSRV_NETWORK") {
+                        "unset TOOLSRV_NETWORK".to_string()
+                    } else {
+                        "run the server as root, or where it has a user namespace of its own".to_string()
+                    },
+                );
+            }
+        }
         if facts.attribution.mechanism != "tools-pid-namespace" {
             let d = &facts.attribution.detail;
             need(
@@ -710,7 +744,10 @@ impl Report {
                 mechanism: if abi >= 4 { "landlock-tcp-ports" } else { "seccomp-only" }.to_string(),
                 no_network: facts.seccomp.is_ok(),
                 tcp_ports: abi >= 4,
-                domains: "not in this version (no domain proxy)".to_string(),
+                domains: match &facts.network {
+                    Ok(()) => "network namespace per run: the proxy, a capture listener per listed port and a DNS stub that answers listed names only".to_string(),
+                    Err(why) => format!("fallback ({why}): the proxy on the server's loopback, the only TCP port a tool may connect to, plain TCP only"),
+                },
             },
             denials: Denials {
                 observable: abi >= 7,

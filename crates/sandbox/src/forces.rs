@@ -1,5 +1,6 @@
 //! The variables that force a host mechanism (`TOOLSRV_CONTAINMENT`,
-//! `TOOLSRV_USERNS`, `TOOLSRV_VIEW`, `TOOLSRV_TOOLS_PIDNS`), read in one
+//! `TOOLSRV_USERNS`, `TOOLSRV_VIEW`, `TOOLSRV_TOOLS_PIDNS`,
+//! `TOOLSRV_NETWORK`), read in one
 //! place: the server reads them once at start-up (before it wipes every
 //! `TOOLSRV_*` variable) and `toolsrv doctor` from its own environment, so
 //! both decide from the same values the same way ([`crate::Facts::host`]).
@@ -17,6 +18,9 @@ pub struct Forces {
     /// `TOOLSRV_TOOLS_PIDNS`: `off` keeps confined runs out of a tools PID
     /// namespace.
     pub tools_pidns: Option<String>,
+    /// `TOOLSRV_NETWORK`: `fallback` gives runs under `network.domains` no
+    /// network namespace of their own.
+    pub network: Option<String>,
 }
 
 impl Forces {
@@ -28,6 +32,7 @@ impl Forces {
             userns: var(crate::identity::FORCE_ENV),
             view: var(crate::view::FORCE_ENV),
             tools_pidns: var(toolsrv_watch::FORCE_ENV),
+            network: var(crate::netns::FORCE_ENV),
         }
     }
 

@@ -60,8 +60,10 @@ mod workdir;
 // only as part of these (a field's type, a method's return).
 
 // A run's own network namespace and the server's listeners in it.
+pub use netns::FORCE_ENV as NETWORK_FORCE_ENV;
 pub use netns::{
-    start_maker as start_network_maker, NetworkError, NetworkPool, RunNetwork, PROXY_PORT,
+    start_maker as start_network_maker, NetworkError, NetworkMechanism, NetworkPool, RunNetwork,
+    PROXY_PORT,
 };
 
 // Policy: `sandbox.yaml`, its path variables, profiles and reload, the

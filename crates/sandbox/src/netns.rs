@@ -24,6 +24,64 @@ use std::os::fd::OwnedFd;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+/// The server environment variable that forces the fallback
+/// (`TOOLSRV_NETWORK=fallback`): runs under `network.domains` then get no
+/// namespace of their own even where one could be had.
+pub const FORCE_ENV: &str = "TOOLSRV_NETWORK";
+
+/// How runs under `network.domains` get their network on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkMechanism {
+    /// Each run in a network namespace of its own.
+    Namespace,
+    /// No namespace can be had (the reason): the fallback, a proxy on the
+    /// server's loopback that Landlock lets the tool reach alone, plain TCP
+    /// only; a tool that ignores the proxy variables fails.
+    Fallback(String),
+}
+
+impl NetworkMechanism {
+    /// The mechanism here: the fallback when `force` (`TOOLSRV_NETWORK`)
+    /// says `fallback` or when this process may not make a network
+    /// namespace (probed on a thread of its own, which then ends).
+    pub fn choose(force: Option<&str>) -> NetworkMechanism {
+        if force.is_some_and(|v| v.trim().eq_ignore_ascii_case("fallback")) {
+            return NetworkMechanism::Fallback(format!("{FORCE_ENV}=fallback"));
+        }
+        let probe = std::thread::Builder::new()
+            .name("toolsrv-netns-probe".into())
+            .spawn(|| {
+                // Safety: no pointers; changes only this thread's namespace.
+                if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            })
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.join().map_err(|_| "the probe panicked".to_string()));
+        match probe {
+            Ok(Ok(())) => NetworkMechanism::Namespace,
+            Ok(Err(e)) => NetworkMechanism::Fallback(format!(
+                "this server may not make network namespaces (unshare(CLONE_NEWNET): {e})"
+            )),
+            Err(e) => {
+                NetworkMechanism::Fallback(format!("cannot probe for network namespaces: {e}"))
+            }
+        }
+    }
+
+    /// One line saying what runs under `network.domains` get.
+    pub fn describe(&self) -> String {
+        match self {
+            NetworkMechanism::Namespace => "each run under network.domains in a network namespace of its own (loopback and the server's listeners only)".to_string(),
+            NetworkMechanism::Fallback(why) => format!(
+                "the fallback for network.domains ({why}): runs reach only the server's proxy on its loopback, by plain TCP; tools that ignore the proxy variables fail"
+            ),
+        }
+    }
+}
+
 /// The explicit proxy's port on the run's `127.0.0.1`.
 pub const PROXY_PORT: u16 = 3128;
 

@@ -17,6 +17,10 @@ pub struct NetworkRules {
     pub bind_tcp: Vec<u16>,
     /// Non-empty: only these TCP ports may be connected to.
     pub connect_tcp: Vec<u16>,
+    /// Only stream sockets of IP (plain TCP), no datagram: the fallback of
+    /// `network.domains` where no network namespace can be had, with
+    /// `connect_tcp` the proxy's port alone (docs/network.md).
+    pub stream_only: bool,
 }
 
 /// The rules for one tool run, with every path variable expanded and every

@@ -27,6 +27,7 @@ fn complete() -> Facts {
         identity_reason: None,
         tool_ids: None,
         filesystem_view: Ok(()),
+        network: Ok(()),
         unconfined: false,
         attribution: toolsrv_watch::describe(true, false, false).into(),
     }

@@ -63,6 +63,9 @@ pub struct Config {
     /// How the filesystem is protected for sandboxed runs (probed by
     /// [`crate::Daemon::prepare`]; `LandlockOnly` here by default).
     pub(crate) filesystem: toolsrv_sandbox::ViewMechanism,
+    /// How runs under `network.domains` get their network (probed by
+    /// `Daemon::prepare`).
+    pub(crate) network: toolsrv_sandbox::NetworkMechanism,
     /// Whether the server registers in the per-user registry and makes a
     /// temporary directory of its own (`crate::presence`): set by
     /// [`crate::Daemon::prepare`]; a server made in-process (tests) shares
@@ -126,6 +129,7 @@ impl Config {
             },
             facts: None,
             filesystem: toolsrv_sandbox::ViewMechanism::LandlockOnly("not probed".to_string()),
+            network: toolsrv_sandbox::NetworkMechanism::Namespace,
             presence: false,
         }
     }

@@ -194,6 +194,7 @@ impl Server {
         } else {
             crate::presence::Presence::default()
         };
+        executor.policies.networks.set(config.network.clone());
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
             executor.protect(

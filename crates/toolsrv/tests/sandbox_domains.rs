@@ -263,3 +263,83 @@ fn without_domains_a_run_has_no_proxy_and_the_hosts_network() {
     ));
     assert_eq!(out.text.trim(), "0\nreached", "{out:?}");
 }
+
+/// A server forced to the fallback (`TOOLSRV_NETWORK=fallback`) whose
+/// policy lists `up.test:<port>`, with `best_effort` as given.
+fn fallback(up: &Upstream, best_effort: bool) -> (Fixture, String) {
+    let outside = outside_dir();
+    let mut policy = Policy::new(outside.path());
+    policy.best_effort = best_effort;
+    policy.domains = vec![format!("up.test:{}", up.port)];
+    policy.hosts = vec![("up.test".into(), "127.0.0.1".into())];
+    let f = Fixture::start(
+        outside,
+        Mode::File(policy),
+        &[],
+        &[("TOOLSRV_NETWORK", "fallback")],
+        None,
+    );
+    let dst = f.cwd().join("webprobe");
+    std::fs::copy(webprobe(), &dst).expect("copy webprobe");
+    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (f, "./webprobe".to_string())
+}
+
+#[test]
+fn the_fallback_reaches_listed_hosts_through_the_proxy_only_and_fails_closed_otherwise() {
+    let up = Upstream::start();
+    let (mut f, probe) = fallback(&up, true);
+    let p = up.port;
+    assert!(
+        f.srv
+            .log_text()
+            .contains("the fallback for network.domains (TOOLSRV_NETWORK=fallback)"),
+        "{}",
+        f.srv.log_text()
+    );
+    for cmd in [
+        format!("{probe} proxy-get up.test {p}"),
+        format!("{probe} proxy-connect up.test {p}"),
+        format!("{probe} socks up.test {p}"),
+    ] {
+        let out = f.sh(&cmd);
+        assert!(out.ok().contains("hello"), "{cmd}: {out:?}");
+    }
+    assert_eq!(up.seen(), 3);
+    let out = f.sh(&format!("{probe} proxy-get evil.test {p}"));
+    assert!(out.ok().starts_with("HTTP/1.1 403"), "{out:?}");
+    // Straight to the upstream, UDP, DNS: refused by the kernel.
+    for cmd in [
+        format!("{probe} get 127.0.0.1 {p}"),
+        format!("{probe} get up.test {p}"),
+        format!("{probe} udp 127.0.0.1 53"),
+    ] {
+        let out = f.sh(&cmd);
+        assert!(out.is_error, "{cmd}: {out:?}");
+    }
+    assert_eq!(up.seen(), 3, "a refused connection reached the upstream");
+    // The shared proxy: an ended run's credentials open nothing.
+    let url = f.sh("echo \"$HTTP_PROXY\"").ok().trim().to_string();
+    let auth = url
+        .trim_start_matches("http://")
+        .rsplit_once('@')
+        .map(|(a, _)| a.to_string())
+        .expect("user-info in HTTP_PROXY");
+    let out = f.sh(&format!("{probe} proxy-get up.test {p} {auth}"));
+    assert!(out.ok().starts_with("HTTP/1.1 407"), "{out:?}");
+    assert_eq!(up.seen(), 3);
+}
+
+#[test]
+fn best_effort_false_refuses_the_fallback_with_the_reason() {
+    let up = Upstream::start();
+    let (mut f, probe) = fallback(&up, false);
+    let out = f.sh(&format!("{probe} proxy-get up.test {}", up.port));
+    assert!(
+        out.is_error
+            && out.text.contains("TOOLSRV_NETWORK=fallback")
+            && out.text.contains("general.best_effort: false"),
+        "{out:?}"
+    );
+    assert_eq!(up.seen(), 0);
+}

@@ -115,6 +115,8 @@ enum Body {
     UnixOnly,
     /// `EACCES` for an IP socket that is neither plain TCP nor a datagram socket.
     TcpOrDatagram,
+    /// `EACCES` for an IP socket that is not plain TCP.
+    TcpOnly,
     /// `EACCES` when argument `0` (send flags) has `MSG_FASTOPEN`.
     NoFastOpen(u32),
     /// `EACCES` for an `AF_VSOCK` socket.
@@ -164,8 +166,13 @@ fn bodies(net: &NetworkRules, keyrings: bool) -> BTreeMap<u32, Body> {
         b.insert(nr(libc::SYS_socket), Body::UnixOnly);
         b.insert(nr(libc::SYS_socketpair), Body::UnixOnly);
         b.insert(nr(libc::SYS_io_uring_setup), Body::Errno(libc::EACCES));
-    } else if !net.bind_tcp.is_empty() || !net.connect_tcp.is_empty() {
-        b.insert(nr(libc::SYS_socket), Body::TcpOrDatagram);
+    } else if net.stream_only || !net.bind_tcp.is_empty() || !net.connect_tcp.is_empty() {
+        let ip = if net.stream_only {
+            Body::TcpOnly
+        } else {
+            Body::TcpOrDatagram
+        };
+        b.insert(nr(libc::SYS_socket), ip);
         b.insert(nr(libc::SYS_sendto), Body::NoFastOpen(3));
         b.insert(nr(libc::SYS_sendmsg), Body::NoFastOpen(2));
         b.insert(nr(libc::SYS_sendmmsg), Body::NoFastOpen(3));
@@ -221,7 +228,8 @@ pub(crate) fn program(
                 a.op(LD_W_ABS, arg(0), Next, Next);
                 a.op(JEQ_K, libc::AF_UNIX as u32, To(allow), To(eacces));
             }
-            Body::TcpOrDatagram => {
+            Body::TcpOrDatagram | Body::TcpOnly => {
+                let datagram = if body == Body::TcpOnly { eacces } else { allow };
                 let (ip, stream) = (a.label(), a.label());
                 a.op(LD_W_ABS, arg(0), Next, Next);
                 a.op(JEQ_K, libc::AF_VSOCK as u32, To(eacces), Next);
@@ -232,7 +240,7 @@ pub(crate) fn program(
                 let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
                 a.op(AND_K, !flags, Next, Next);
                 a.op(JEQ_K, libc::SOCK_STREAM as u32, To(stream), Next);
-                a.op(JEQ_K, libc::SOCK_DGRAM as u32, To(allow), To(eacces));
+                a.op(JEQ_K, libc::SOCK_DGRAM as u32, To(datagram), To(eacces));
                 a.bind(stream);
                 a.op(LD_W_ABS, arg(2), Next, Next);
                 a.op(JEQ_K, 0, To(allow), Next);
@@ -399,6 +407,7 @@ mod tests {
             enabled,
             bind_tcp: Vec::new(),
             connect_tcp: connect.to_vec(),
+            stream_only: false,
         }
     }
 
@@ -566,6 +575,19 @@ mod tests {
         }
         assert_eq!(socket(&lists, unix, stream, 0), RET_ALLOW);
         assert_eq!(socket(&lists, libc::AF_NETLINK as u32, raw, 0), RET_ALLOW);
+        // The fallback of network.domains: plain TCP only, no datagram.
+        let mut fallback = net(true, &[3128]);
+        fallback.stream_only = true;
+        let streams = program(&fallback, false).expect("program");
+        for d in [inet, inet6] {
+            assert_eq!(socket(&streams, d, stream | flags, 0), RET_ALLOW);
+            assert_eq!(socket(&streams, d, stream, 262), EACCES, "MPTCP");
+            assert_eq!(socket(&streams, d, dgram, 0), EACCES, "UDP");
+            assert_eq!(socket(&streams, d, dgram | flags, 17), EACCES, "UDP");
+            assert_eq!(socket(&streams, d, raw, 1), EACCES);
+        }
+        assert_eq!(socket(&streams, unix, dgram, 0), RET_ALLOW);
+        assert_eq!(sendto(&streams, MSG_FASTOPEN), EACCES);
         assert_eq!(
             sendto(&lists, MSG_FASTOPEN | libc::MSG_NOSIGNAL as u32),
             EACCES

@@ -39,6 +39,7 @@ pub(crate) fn shared_network() -> NetworkRules {
         enabled: true,
         bind_tcp: Vec::new(),
         connect_tcp: Vec::new(),
+        stream_only: false,
     }
 }
 

@@ -143,6 +143,7 @@ impl Policy {
                     }
                     ports
                 },
+                stream_only: false,
             },
             best_effort: self.general.best_effort,
             keyrings: self.advanced.keyrings,

@@ -173,6 +173,7 @@ pub fn base_rules() -> toolsrv_sandbox::ResolvedRules {
             enabled: true,
             bind_tcp: Vec::new(),
             connect_tcp: Vec::new(),
+            stream_only: false,
         },
         best_effort: false,
         keyrings: false,

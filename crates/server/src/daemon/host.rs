@@ -82,6 +82,10 @@ pub(super) fn server_facts(config: &Config, id: &Identity, containment: &Contain
             View::MountNamespace => Ok(()),
             View::LandlockOnly(why) => Err(why.clone()),
         },
+        network: match &config.network {
+            toolsrv_sandbox::NetworkMechanism::Namespace => Ok(()),
+            toolsrv_sandbox::NetworkMechanism::Fallback(why) => Err(why.clone()),
+        },
         unconfined: config.yolo,
         // Set once the watch is made (after the watchdog).
         attribution: toolsrv_watch::Mechanism {

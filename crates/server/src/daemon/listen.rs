@@ -62,6 +62,14 @@ pub(super) async fn open(
                 tracing::warn!(target: LOG_TARGET, how = %config.filesystem.describe(), "filesystem protection")
             }
         }
+        match &config.network {
+            toolsrv_sandbox::NetworkMechanism::Namespace => {
+                tracing::info!(target: LOG_TARGET, how = %config.network.describe(), "network by domain")
+            }
+            toolsrv_sandbox::NetworkMechanism::Fallback(_) => {
+                tracing::warn!(target: LOG_TARGET, how = %config.network.describe(), "network by domain")
+            }
+        }
         if !config.filesystem.is_view() && !best_effort {
             containment.shutdown(Duration::from_secs(1));
             return Err(DaemonError::NoView(config.filesystem.describe()));

@@ -108,6 +108,10 @@ impl Daemon {
         config.filesystem =
             host::filesystem_mechanism(inherited.forces.view.as_deref(), &containment);
         host::settle_tools_identity(&mut identity, &config.filesystem);
+        // A thread that ends before this function goes on: still
+        // single-threaded after it.
+        config.network =
+            toolsrv_sandbox::NetworkMechanism::choose(inherited.forces.network.as_deref());
         config.facts = Some(host::server_facts(&config, &identity, &containment));
         config.presence = true;
         let watchdog = host::start_watchdog(&config, &containment, inherited.activated);

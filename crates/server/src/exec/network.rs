@@ -1,25 +1,48 @@
-//! A run's network under `network.domains` (docs/network.md): a network
-//! namespace of the run's own, holding only loopback and the server's
-//! listeners, served by the run's proxy from the server's namespace; and
-//! the variables that point the tool's proxy-aware programs at it, with
-//! credentials of this run only. Dropped with the run's plan: the proxy
-//! stops, the namespace goes with its last descriptor.
+//! A run's network under `network.domains` (docs/network.md). Where the
+//! host allows it, a network namespace of the run's own, holding only
+//! loopback and the server's listeners, served by the run's proxy from the
+//! server's namespace. Elsewhere (or under `TOOLSRV_NETWORK=fallback`) the
+//! fallback: the server's one shared proxy on its loopback, which admits
+//! each run by its own credentials, with Landlock letting the tool connect
+//! to that port alone and the seccomp filter letting it make plain TCP
+//! sockets only. Either way the tool's environment points its proxy-aware
+//! programs at the proxy with credentials of this run only. Dropped with
+//! the run's plan: the proxy stops serving the run, its namespace goes with
+//! its last descriptor.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use toolsrv_netproxy::{Allowlist, Credentials, Denials, RunListeners, RunProxy};
-use toolsrv_sandbox::{NetworkPool, PROXY_PORT};
+use toolsrv_netproxy::{
+    Allowlist, Credentials, Denials, Registration, RunListeners, RunProxy, SharedProxy,
+};
+use toolsrv_sandbox::{NetworkMechanism, NetworkPool, PROXY_PORT};
 
 use super::Refused;
 
-/// The user name in a run's proxy URLs (the password is the run's own).
+/// The user name in a run's proxy URLs in its own namespace (the password
+/// is the run's own).
 const PROXY_USER: &str = "toolsrv";
 
-/// A run's own network, served.
+/// The Landlock ABI that limits TCP connections by port (4): the fallback
+/// stands on it.
+const TCP_PORTS_ABI: i32 = 4;
+
+/// A run's network, served.
 pub(crate) struct RunNet {
-    ns: std::os::fd::OwnedFd,
-    proxy: RunProxy,
+    /// Its namespace; `None` under the fallback.
+    ns: Option<OwnedFd>,
+    served: Served,
     variables: Vec<(String, String)>,
+}
+
+/// Who serves a run's network.
+enum Served {
+    /// The run's own proxy, in its namespace.
+    Own(RunProxy),
+    /// The shared proxy of the fallback, on its port.
+    Shared(Registration, u16),
 }
 
 impl std::fmt::Debug for RunNet {
@@ -28,39 +51,83 @@ impl std::fmt::Debug for RunNet {
     }
 }
 
-/// What a refusal adds where the host gives this server no namespace.
-const NO_NAMESPACE: &str = "; this server may not make network namespaces (it needs root), and the fallback without one is not built yet: run the server as root, or remove network.domains";
-
 /// Why a run's network could not be had.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum NetError {
     /// The namespace or its listeners could not be made.
-    #[error("sandbox: network.domains: {0}{hint}", hint = if .0.refused() { NO_NAMESPACE } else { "" })]
+    #[error("sandbox: network.domains: {0}")]
     Namespace(#[from] toolsrv_sandbox::NetworkError),
     /// The proxy could not serve them.
     #[error("sandbox: network.domains: cannot serve the run's proxy: {0}")]
     Serve(#[source] std::io::Error),
+    /// The policy says `best_effort: false` and only the fallback is here.
+    #[error("sandbox: network.domains: {0}; the policy says general.best_effort: false, which refuses it (set it to true to run with the fallback)")]
+    FallbackRefused(String),
+    /// The fallback needs Landlock's TCP rules, which this kernel lacks.
+    #[error("sandbox: network.domains: {0}, and this kernel's Landlock (ABI {1}) cannot limit TCP connections to the proxy's port (ABI 4, Linux 6.7): the run would not be held to its domains")]
+    FallbackUnenforced(String, i32),
+}
+
+/// How this server gives runs their network, and the fallback's shared
+/// proxy once started.
+#[derive(Default)]
+pub(crate) struct Networks {
+    mechanism: OnceLock<NetworkMechanism>,
+    shared: tokio::sync::OnceCell<SharedProxy>,
+}
+
+impl Networks {
+    /// Sets the mechanism (once, at start-up; until then: namespaces).
+    pub(crate) fn set(&self, m: NetworkMechanism) {
+        let _ = self.mechanism.set(m);
+    }
+
+    fn mechanism(&self) -> &NetworkMechanism {
+        self.mechanism.get().unwrap_or(&NetworkMechanism::Namespace)
+    }
 }
 
 /// A policy's run networks: its allowlist, and networks made ahead.
 pub(crate) struct Supply {
     allow: Allowlist,
-    pool: NetworkPool,
+    networks: Arc<Networks>,
+    /// Under namespaces: those made ahead.
+    pool: Option<NetworkPool>,
 }
 
 impl Supply {
-    /// The supply of `allow`, its pool filling from now on.
-    pub(crate) fn new(allow: Allowlist) -> Supply {
-        let pool = NetworkPool::new(&allow.ports());
-        Supply { allow, pool }
+    /// The supply of `allow` on `networks`; under namespaces, its pool
+    /// fills from now on.
+    pub(crate) fn new(allow: Allowlist, networks: Arc<Networks>) -> Supply {
+        let pool = match networks.mechanism() {
+            NetworkMechanism::Namespace => Some(NetworkPool::new(&allow.ports())),
+            NetworkMechanism::Fallback(_) => None,
+        };
+        Supply {
+            allow,
+            networks,
+            pool,
+        }
     }
 
-    /// A run's network: one made ahead, else one made now; served.
-    pub(crate) async fn run_net(&self) -> Result<RunNet, Refused> {
-        let made = match self.pool.take() {
+    /// A run's network, served; a policy with `best_effort` false refuses
+    /// the fallback.
+    pub(crate) async fn run_net(&self, best_effort: bool) -> Result<RunNet, Refused> {
+        match (&self.pool, self.networks.mechanism()) {
+            (Some(pool), _) => self.own(pool).await,
+            (None, NetworkMechanism::Fallback(why)) => self.fallback(why, best_effort).await,
+            (None, NetworkMechanism::Namespace) => {
+                Err(NetError::Serve(std::io::Error::other("no pool")).into())
+            }
+        }
+    }
+
+    /// One made ahead, else one made now, served by a proxy of its own.
+    async fn own(&self, pool: &NetworkPool) -> Result<RunNet, Refused> {
+        let made = match pool.take() {
             Some(n) => n,
             None => {
-                let pool = self.pool.clone();
+                let pool = pool.clone();
                 tokio::task::spawn_blocking(move || pool.make_now())
                     .await
                     .map_err(|e| NetError::Serve(std::io::Error::other(e)))?
@@ -76,17 +143,53 @@ impl Supply {
         let proxy = RunProxy::start(listeners, self.allow.clone(), credentials.clone())
             .map_err(NetError::Serve)?;
         Ok(RunNet {
-            ns: made.ns,
-            proxy,
-            variables: variables(&credentials),
+            ns: Some(made.ns),
+            served: Served::Own(proxy),
+            variables: variables(&credentials, PROXY_PORT),
+        })
+    }
+
+    /// The shared proxy (started on first use), admitting this run.
+    async fn fallback(&self, why: &str, best_effort: bool) -> Result<RunNet, Refused> {
+        if !best_effort {
+            return Err(NetError::FallbackRefused(why.to_string()).into());
+        }
+        let abi = toolsrv_sandbox::landlock_abi();
+        if abi < TCP_PORTS_ABI {
+            return Err(NetError::FallbackUnenforced(why.to_string(), abi).into());
+        }
+        let shared = self
+            .networks
+            .shared
+            .get_or_try_init(SharedProxy::start)
+            .await
+            .map_err(NetError::Serve)?;
+        static RUNS: AtomicU64 = AtomicU64::new(1);
+        let user = format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed));
+        let credentials = Credentials::fresh(&user);
+        let port = shared.local_addr().port();
+        let registration = shared.register(self.allow.clone(), credentials.clone());
+        Ok(RunNet {
+            ns: None,
+            served: Served::Shared(registration, port),
+            variables: variables(&credentials, port),
         })
     }
 }
 
 impl RunNet {
-    /// The namespace the child enters.
-    pub(crate) fn ns(&self) -> BorrowedFd<'_> {
-        self.ns.as_fd()
+    /// The namespace the child enters (none under the fallback).
+    pub(crate) fn ns(&self) -> Option<BorrowedFd<'_>> {
+        self.ns.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Under the fallback, the shared proxy's port: the one TCP port the
+    /// run may connect to.
+    pub(crate) fn fallback_port(&self) -> Option<u16> {
+        match &self.served {
+            Served::Own(_) => None,
+            Served::Shared(_, port) => Some(*port),
+        }
     }
 
     /// The proxy variables, holding the run's credentials.
@@ -96,14 +199,17 @@ impl RunNet {
 
     /// What the run's proxy refused so far.
     pub(crate) fn denials(&self) -> Denials {
-        self.proxy.denials()
+        match &self.served {
+            Served::Own(p) => p.denials(),
+            Served::Shared(r, _) => r.denials(),
+        }
     }
 }
 
 /// `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and their lower-case forms
-/// pointing at the run's proxy with `creds`, and `NO_PROXY` empty.
-fn variables(creds: &Credentials) -> Vec<(String, String)> {
-    let at = format!("{}:{}@127.0.0.1:{PROXY_PORT}", creds.user, creds.password);
+/// pointing at `127.0.0.1:port` with `creds`, and `NO_PROXY` empty.
+fn variables(creds: &Credentials, port: u16) -> Vec<(String, String)> {
+    let at = format!("{}:{}@127.0.0.1:{port}", creds.user, creds.password);
     let http = format!("http://{at}");
     let socks = format!("socks5h://{at}");
     let mut v = Vec::with_capacity(8);

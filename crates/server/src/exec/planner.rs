@@ -304,6 +304,13 @@ impl Executor {
             env: self.host.own_env.clone(),
         };
         let tmpdir = self.host.tmpdir.get_or((), || ctx().private_tmpdir());
+        // The run's own network, after every check that may refuse the
+        // request: a namespace is made only for a run that goes ahead.
+        let net = match (sandboxed, compiled.network()) {
+            (true, Some(supply)) => Some(supply.run_net(policy.general.best_effort).await?),
+            _ => None,
+        };
+        let fallback_port = net.as_ref().and_then(|n| n.fallback_port());
         let confinement = if !sandboxed {
             None
         } else {
@@ -319,20 +326,20 @@ impl Executor {
             let rules = compiled.rules.get_or_keep(
                 key,
                 || {
-                    Arc::new(
-                        self.protection
-                            .resolve(policy, &ctx(), &exec, view.as_deref()),
-                    )
+                    let mut rules = self
+                        .protection
+                        .resolve(policy, &ctx(), &exec, view.as_deref());
+                    if let Some(port) = fallback_port {
+                        // The fallback of network.domains: the shared
+                        // proxy's port alone, by plain TCP.
+                        rules.network.connect_tcp = vec![port];
+                        rules.network.stream_only = true;
+                    }
+                    Arc::new(rules)
                 },
                 |r| !r.degraded,
             );
             Some(self.policies.confinement(&rules)?)
-        };
-        // The run's own network, after every check that may refuse the
-        // request: a namespace is made only for a run that goes ahead.
-        let net = match (sandboxed, compiled.network()) {
-            (true, Some(supply)) => Some(supply.run_net().await?),
-            _ => None,
         };
         let secrets = Secrets(
             net.as_ref()

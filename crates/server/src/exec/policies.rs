@@ -60,14 +60,17 @@ pub(crate) struct Compiled {
 }
 
 impl Compiled {
-    fn new(policy: Arc<Policy>) -> Compiled {
+    fn new(policy: Arc<Policy>, networks: &Arc<super::network::Networks>) -> Compiled {
         Compiled {
             key: PolicyKey {
                 policy: Same(policy.clone()),
             },
             validator: Mutex::new(None),
             rules: TtlCache::default(),
-            network: policy.network.allowlist().map(super::network::Supply::new),
+            network: policy
+                .network
+                .allowlist()
+                .map(|a| super::network::Supply::new(a, networks.clone())),
             policy,
         }
     }
@@ -105,6 +108,8 @@ pub(crate) struct Policies {
     confinements: Mutex<Vec<(Arc<ResolvedRules>, Arc<Confinement>)>>,
     /// Pretend the kernel supports at most this Landlock ABI (test hook).
     abi_limit: Option<i32>,
+    /// How runs under `network.domains` get their network.
+    pub(crate) networks: Arc<super::network::Networks>,
 }
 
 impl Policies {
@@ -117,6 +122,7 @@ impl Policies {
             compiled: Mutex::new(Vec::new()),
             confinements: Mutex::new(Vec::new()),
             abi_limit,
+            networks: Arc::default(),
         }
     }
 
@@ -160,7 +166,7 @@ impl Policies {
         if let Some(c) = all.iter().find(|c| c.key == key) {
             return c.clone();
         }
-        let c = Arc::new(Compiled::new(key.policy.0));
+        let c = Arc::new(Compiled::new(key.policy.0, &self.networks));
         if all.len() >= COMPILED {
             all.remove(0);
         }

@@ -194,7 +194,7 @@ impl Spawner {
             cwd: &strings.cwd,
             cwd_fd: Some(plan.workdir.fd()),
             mount_ns: view.map(toolsrv_sandbox::View::ns),
-            net_ns: plan.namespaces.net.as_ref().map(|n| n.ns()),
+            net_ns: plan.namespaces.net.as_ref().and_then(|n| n.ns()),
             user_ns: view.and_then(toolsrv_sandbox::View::user_ns),
             stdin: ends.stdin.as_ref().map(AsFd::as_fd),
             output: ends.output.as_fd(),
