@@ -14,7 +14,7 @@ use crate::denial::Denial;
 use crate::gate::Gate;
 
 /// Relays one captured connection, or closes it.
-pub(crate) async fn captured(mut conn: TcpStream, gate: Arc<Gate>) -> std::io::Result<()> {
+pub(crate) async fn captured(conn: TcpStream, gate: Arc<Gate>) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let dest = conn.local_addr()?;
     let ip = dest.ip().to_canonical();
@@ -33,8 +33,8 @@ pub(crate) async fn captured(mut conn: TcpStream, gate: Arc<Gate>) -> std::io::R
         host: name,
         port: dest.port(),
     };
-    let Ok(mut up) = gate.connect(&target).await else {
+    let Ok(up) = gate.connect(&target).await else {
         return Ok(());
     };
-    crate::relay::relay(&mut conn, &mut up).await
+    crate::intercept::tunnel(conn, Vec::new(), up, target, gate).await
 }

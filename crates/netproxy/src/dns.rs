@@ -143,6 +143,8 @@ mod tests {
             denials: Default::default(),
             names: Arc::default(),
             credentials: None,
+            secrets: Default::default(),
+            tls: None,
         }
     }
 

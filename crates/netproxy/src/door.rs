@@ -16,6 +16,8 @@ use crate::denial::Denials;
 use crate::gate::{Credentials, Gate};
 use crate::names::Names;
 use crate::proxy::{accept_loop, HEAD_TIMEOUT};
+use crate::secret::Secrets;
+use crate::tls::Interception;
 
 /// The gates a listener admits by.
 pub(crate) enum Door {
@@ -108,7 +110,13 @@ impl SharedProxy {
 
     /// Admits a run by `credentials` (their user name must be unique among
     /// live runs) under `allow`, until the registration is dropped.
-    pub fn register(&self, allow: Allowlist, credentials: Credentials) -> Registration {
+    pub fn register(
+        &self,
+        allow: Allowlist,
+        credentials: Credentials,
+        secrets: Secrets,
+        tls: Option<Interception>,
+    ) -> Registration {
         let denials = Denials::default();
         let user = credentials.user.clone();
         let gate = Arc::new(Gate {
@@ -118,6 +126,8 @@ impl SharedProxy {
             denials: denials.clone(),
             names: Arc::new(Names::default()),
             credentials: Some(credentials),
+            secrets,
+            tls,
         });
         self.registry
             .0

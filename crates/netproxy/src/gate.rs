@@ -58,6 +58,11 @@ pub(crate) struct Gate {
     pub(crate) denials: Denials,
     pub(crate) names: Arc<Names>,
     pub(crate) credentials: Option<Credentials>,
+    /// The run's secrets, filled in for their hosts.
+    pub(crate) secrets: crate::secret::Secrets,
+    /// How their hosts' TLS is terminated and re-made (none: no secret
+    /// goes over TLS).
+    pub(crate) tls: Option<crate::tls::Interception>,
 }
 
 impl Gate {

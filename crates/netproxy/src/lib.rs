@@ -11,8 +11,11 @@
 //! A run's proxy ([`RunProxy`]) serves the listeners of the run's own
 //! network namespace: the explicit proxy with the run's [`Credentials`], a
 //! capture listener per listed port (`capture`), and a DNS stub (`dns`)
-//! that answers listed names with stand-in addresses ([`Names`]). Not yet
-//! here (docs/network.md, "Status"): secrets and TLS interception.
+//! that answers listed names with stand-in addresses ([`Names`]); or, in
+//! the fallback, the server's [`SharedProxy`], which admits each run by its
+//! credentials. A run's [`Secrets`] are filled in for their hosts
+//! (`intercept`), over TLS made with the server's [`Authority`] and
+//! verified upstream ([`Upstream`]).
 //!
 //! - [`address`]: what kind of address a name resolved to.
 //! - [`allow`]: the `domains` lines and `hosts` pins.
@@ -28,11 +31,14 @@ mod denial;
 mod dns;
 mod door;
 mod gate;
+mod intercept;
 mod names;
 pub mod proxy;
 mod relay;
 mod run;
+mod secret;
 mod socks;
+mod tls;
 
 pub use address::{classify, AddressKind};
 pub use allow::{AllowError, Allowlist, Entry};
@@ -43,3 +49,5 @@ pub use gate::Credentials;
 pub use names::Names;
 pub use proxy::Proxy;
 pub use run::{RunListeners, RunProxy};
+pub use secret::{placeholder_for, Secret, Secrets};
+pub use tls::{Authority, Interception, TlsError, Upstream};

@@ -16,6 +16,7 @@ use crate::decide::{Refusal, Target};
 use crate::denial::Denials;
 use crate::door::Door;
 use crate::gate::{Credentials, Gate};
+use crate::secret::Secrets;
 
 /// The most a request head may hold.
 const HEAD_LIMIT: usize = 64 * 1024;
@@ -78,6 +79,8 @@ impl Proxy {
             denials: self.denials,
             names: Arc::default(),
             credentials: self.credentials,
+            secrets: Secrets::default(),
+            tls: None,
         });
         accept_loop(
             self.listener,
@@ -215,8 +218,19 @@ async fn http(mut conn: TcpStream, door: &Door) -> std::io::Result<()> {
     if method.eq_ignore_ascii_case("CONNECT") {
         conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
             .await?;
-        up.write_all(&rest).await?;
-    } else {
+        return crate::intercept::tunnel(conn, rest, up, target, gate.clone()).await;
+    }
+    if gate
+        .secrets
+        .in_plain_http(&crate::allow::normalize(&target.host), target.port)
+    {
+        // A secret for plain HTTP to this host: its requests are read one
+        // by one (this one first) to fill it in.
+        let mut again = head;
+        again.extend_from_slice(&rest);
+        return crate::intercept::tunnel(conn, again, up, target, gate.clone()).await;
+    }
+    {
         let mut out = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
         for h in req.headers.iter() {
             let name = h.name.to_ascii_lowercase();

@@ -13,6 +13,8 @@ use crate::allow::Allowlist;
 use crate::denial::Denials;
 use crate::gate::{Credentials, Gate};
 use crate::proxy::{accept_loop, HEAD_TIMEOUT};
+use crate::secret::Secrets;
+use crate::tls::Interception;
 
 /// The sockets of a run's namespace the server serves.
 #[derive(Debug)]
@@ -34,11 +36,14 @@ pub struct RunProxy {
 
 impl RunProxy {
     /// Serves `listeners` under `allow` on the current Tokio runtime; the
-    /// explicit proxy takes only `credentials`.
+    /// explicit proxy takes only `credentials`; `secrets` are filled in
+    /// for their hosts, over TLS made with `tls`.
     pub fn start(
         listeners: RunListeners,
         allow: Allowlist,
         credentials: Credentials,
+        secrets: Secrets,
+        tls: Option<Interception>,
     ) -> std::io::Result<RunProxy> {
         let stop = CancellationToken::new();
         let denials = Denials::default();
@@ -51,6 +56,8 @@ impl RunProxy {
             denials: denials.clone(),
             names: Arc::default(),
             credentials: Some(credentials),
+            secrets,
+            tls,
         });
         let tcp = |l: std::net::TcpListener| {
             l.set_nonblocking(true)?;

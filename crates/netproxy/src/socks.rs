@@ -53,14 +53,14 @@ pub(crate) async fn handle(mut conn: TcpStream, door: &Door) -> std::io::Result<
     let Some((gate, target)) = asked? else {
         return Ok(());
     };
-    let mut up = match gate.connect(&target).await {
+    let up = match gate.connect(&target).await {
         Ok(u) => u,
         Err(Refusal::NoAddress { .. }) => return reply(&mut conn, UNREACHABLE).await,
         Err(_) => return reply(&mut conn, NOT_ALLOWED).await,
     };
     reply(&mut conn, OK).await?;
-    crate::relay::relay(&mut conn, &mut up).await?;
-    Ok(())
+    let up = up;
+    crate::intercept::tunnel(conn, Vec::new(), up, target, gate).await
 }
 
 /// The greeting, the login and the request: the gate that admitted the

@@ -320,8 +320,8 @@ async fn the_shared_proxy_admits_each_run_by_its_own_credentials_under_its_own_l
     let other = Allowlist::new(&["pypi.org".to_string()], &pins).unwrap();
     let a = Credentials::fresh("run-a");
     let b = Credentials::fresh("run-b");
-    let ra = shared.register(allowed, a.clone());
-    let rb = shared.register(other, b.clone());
+    let ra = shared.register(allowed, a.clone(), Default::default(), None);
+    let rb = shared.register(other, b.clone(), Default::default(), None);
     let get = |c: &Credentials| {
         format!(
             "GET http://up.test:{port}/ HTTP/1.1\r\nHost: up.test\r\nProxy-Authorization: Basic {}\r\n\r\n",

@@ -6,3 +6,4 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod proxy;
+mod secrets;

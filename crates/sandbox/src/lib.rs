@@ -69,7 +69,8 @@ pub use netns::{
 // Policy: `sandbox.yaml`, its path variables, profiles and reload, the
 // embedded default, and the paths the Landlock-only fallback carves.
 pub use policy::{
-    carved_paths, write_default, PathContext, Policy, PolicyError, PolicyStore, DEFAULT_POLICY,
+    carved_paths, write_default, PathContext, Policy, PolicyError, PolicyStore, SecretSource,
+    SecretSpec, DEFAULT_POLICY,
 };
 
 // A policy resolved for one request.

@@ -17,6 +17,7 @@ mod sys;
 pub use error::PolicyError;
 pub(crate) use model::Network;
 pub use model::Policy;
+pub use model::{SecretSource, SecretSpec};
 pub use paths::PathContext;
 pub use protected::carved_paths;
 pub(crate) use protected::{anchor, name_matches};

@@ -195,6 +195,14 @@ impl Server {
             crate::presence::Presence::default()
         };
         executor.policies.networks.set(config.network.clone());
+        if let Some(dir) = executor
+            .host
+            .own_env
+            .get(toolsrv_sandbox::SERVER_TMPDIR_VAR)
+            .filter(|d| !d.is_empty())
+        {
+            executor.policies.networks.tls.set_dir(dir.into());
+        }
         if !config.yolo {
             // Under --yolo nothing is confined, so nothing is carved (or logged).
             executor.protect(

@@ -13,7 +13,13 @@
 //! - `webprobe socks HOST PORT`: a SOCKS5 `CONNECT` through `$ALL_PROXY`
 //!   (user name and password), then `GET /`; prints `socks reply N` when
 //!   refused;
-//! - `webprobe udp ADDRESS PORT`: one datagram to a literal address.
+//! - `webprobe udp ADDRESS PORT`: one datagram to a literal address;
+//! - `webprobe tls-get HOST PORT VAR [direct]`: `GET /` over TLS with
+//!   `Authorization: Bearer $VAR`, through a `CONNECT` of `$HTTPS_PROXY`
+//!   (or straight to `HOST:PORT` with `direct`), trusting only the bundle
+//!   `$SSL_CERT_FILE` names; the response printed;
+//! - `webprobe plain-get HOST PORT VAR`: `GET http://HOST:PORT/` through
+//!   `$HTTP_PROXY` with `Authorization: Bearer $VAR`.
 
 // Test code: an unexpected failure is a panic that names it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,6 +42,8 @@ fn main() -> ExitCode {
         ["proxy-get", host, port, rest @ ..] => proxy_get(host, port, rest.first().copied()),
         ["proxy-connect", host, port] => proxy_connect(host, port),
         ["socks", host, port] => socks(host, port),
+        ["tls-get", host, port, var, rest @ ..] => tls_get(host, port, var, rest == ["direct"]),
+        ["plain-get", host, port, var] => plain_get(host, port, var),
         ["udp", addr, port] => UdpSocket::bind("0.0.0.0:0")
             .and_then(|s| s.send_to(b"probe", format!("{addr}:{port}")))
             .map(|n| format!("sent {n}")),
@@ -154,4 +162,79 @@ fn socks(host: &str, port: &str) -> io::Result<String> {
         return Ok(format!("socks reply {}", reply[1]));
     }
     get(s, host)
+}
+
+/// The token in `$VAR`.
+fn token(var: &str) -> io::Result<String> {
+    std::env::var(var).map_err(|_| io::Error::other(format!("{var} is not set")))
+}
+
+fn plain_get(host: &str, port: &str, var: &str) -> io::Result<String> {
+    let (addr, own) = proxy("HTTP_PROXY")?;
+    let mut s = connect(&addr)?;
+    write!(
+        s,
+        "GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nProxy-Authorization: Basic {}\r\nConnection: close\r\n\r\n",
+        token(var)?,
+        basic(&own)
+    )?;
+    read_all(s)
+}
+
+fn tls_get(host: &str, port: &str, var: &str, direct: bool) -> io::Result<String> {
+    use rustls_pki_types::pem::PemObject;
+    let bundle =
+        std::env::var("SSL_CERT_FILE").map_err(|_| io::Error::other("SSL_CERT_FILE is not set"))?;
+    let pem = std::fs::read(&bundle)?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(&pem).flatten() {
+        let _ = roots.add(c);
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(io::Error::other)?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let mut sock = if direct {
+        connect(&format!("{host}:{port}"))?
+    } else {
+        let (addr, own) = proxy("HTTPS_PROXY")?;
+        let mut s = connect(&addr)?;
+        write!(
+            s,
+            "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\nProxy-Authorization: Basic {}\r\n\r\n",
+            basic(&own)
+        )?;
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b)? == 0 {
+                break;
+            }
+            head.push(b[0]);
+        }
+        if !head.starts_with(b"HTTP/1.1 200") {
+            return Ok(String::from_utf8_lossy(&head).into_owned());
+        }
+        s
+    };
+    let name =
+        rustls_pki_types::ServerName::try_from(host.to_string()).map_err(io::Error::other)?;
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, &mut sock);
+    write!(
+        tls,
+        "GET / HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        token(var)?
+    )?;
+    let mut out = Vec::new();
+    match tls.read_to_end(&mut out) {
+        Ok(_) => {}
+        Err(e) if !out.is_empty() && e.kind() == io::ErrorKind::UnexpectedEof => {}
+        Err(e) => return Err(e),
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }

@@ -65,6 +65,8 @@ pub struct Policy {
     pub domains: Vec<String>,
     /// `network.hosts`: name and address.
     pub hosts: Vec<(String, String)>,
+    /// `secrets`, as written.
+    pub secrets: Vec<serde_json::Value>,
     /// `env`.
     pub env: Vec<String>,
     /// `validation.deny`.
@@ -97,6 +99,7 @@ impl Policy {
             connect_tcp: Vec::new(),
             domains: Vec::new(),
             hosts: Vec::new(),
+            secrets: Vec::new(),
             env: strings(&[
                 "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ",
                 "TMPDIR",
@@ -118,6 +121,7 @@ impl Policy {
                 "hosts": self.hosts.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, serde_json::Value>>(),
             },
             "env": self.env,
+            "secrets": self.secrets,
             "advanced": {"ldd": false, "add_exec": true},
             "validation": {"deny": self.deny},
         });

@@ -52,6 +52,7 @@ mod sandbox_fs;
 mod sandbox_net;
 mod sandbox_policy;
 mod sandbox_scope;
+mod sandbox_secrets;
 mod sandbox_sockets;
 mod sandbox_validate;
 mod sandbox_view;

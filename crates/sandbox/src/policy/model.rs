@@ -27,6 +27,11 @@ pub struct Policy {
     /// Names of variables passed through from toolsrv's own environment (an allowlist).
     #[serde(deserialize_with = "env_names")]
     pub env: Vec<String>,
+    /// Credentials the tools use without seeing them (`network.domains`
+    /// must list their hosts): each run's variable holds a placeholder the
+    /// proxy replaces in requests to the secret's hosts.
+    #[serde(deserialize_with = "secret_list")]
+    pub secrets: Vec<SecretSpec>,
     /// Advanced options.
     #[serde(deserialize_with = "null_default")]
     pub advanced: Advanced,
@@ -45,11 +50,97 @@ impl Default for Policy {
             filesystem: Filesystem::default(),
             network: Network::default(),
             env: Vec::new(),
+            secrets: Vec::new(),
             advanced: Advanced::default(),
             validation: Validation::default(),
             limits: Limits::policy_default(),
         }
     }
+}
+
+/// One `secrets:` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSpec {
+    /// The variable the run sees (holding the placeholder).
+    #[serde(deserialize_with = "env_name")]
+    pub env: String,
+    /// Where the real value comes from.
+    pub from: SecretSource,
+    /// The hosts it goes to (`name`: every port; `name:port`).
+    #[serde(deserialize_with = "secret_hosts")]
+    pub hosts: Vec<String>,
+    /// Also into plain-HTTP requests to those hosts (default: TLS only).
+    #[serde(default)]
+    pub plaintext: bool,
+}
+
+/// Where a secret's value comes from: `env:NAME` (toolsrv's own
+/// environment) or `file:PATH` (read at each run; the file is hidden from
+/// every tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// A variable of toolsrv's own environment.
+    Env(String),
+    /// A file (a policy path: absolute, `~` or `{VARIABLE}`).
+    File(String),
+}
+
+impl<'de> Deserialize<'de> for SecretSource {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if let Some(name) = text.strip_prefix("env:") {
+            return check_env_name(name)
+                .map(SecretSource::Env)
+                .map_err(de::Error::custom);
+        }
+        if let Some(path) = text.strip_prefix("file:") {
+            return check_path(path)
+                .map(SecretSource::File)
+                .map_err(de::Error::custom);
+        }
+        Err(de::Error::custom(format!(
+            "secrets: from {text:?} is neither \"env:NAME\" nor \"file:PATH\""
+        )))
+    }
+}
+
+fn env_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name = String::deserialize(d)?;
+    check_env_name(&name).map_err(de::Error::custom)
+}
+
+fn secret_hosts<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let hosts = checked_list(
+        d,
+        |h| {
+            toolsrv_netproxy::Allowlist::new(&[h.to_string()], &[])
+                .map(|_| h.to_string())
+                .map_err(|e| e.to_string().replace("network.domains", "secrets: hosts"))
+        },
+        "host names",
+    )?;
+    if hosts.is_empty() {
+        return Err(de::Error::custom(
+            "secrets: hosts is empty: name the hosts the secret goes to",
+        ));
+    }
+    Ok(hosts)
+}
+
+fn secret_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SecretSpec>, D::Error> {
+    let list: Option<Vec<SecretSpec>> = Option::deserialize(d)?;
+    let list = list.unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    for s in &list {
+        if !seen.insert(s.env.clone()) {
+            return Err(de::Error::custom(format!(
+                "secrets: {} is listed twice",
+                s.env
+            )));
+        }
+    }
+    Ok(list)
 }
 
 /// `general:` section.

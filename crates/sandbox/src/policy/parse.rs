@@ -42,6 +42,20 @@ impl Policy {
                         .to_string(),
             });
         }
+        if !policy.secrets.is_empty() && policy.network.domains.is_empty() {
+            return Err(PolicyError::Parse {
+                file: origin.to_path_buf(),
+                line: key_line(text, "secrets"),
+                message: "secrets go through toolsrv's proxy, which only network.domains turns on: list the secrets' hosts there".to_string(),
+            });
+        }
+        let mut policy = policy;
+        // A secret's file is hidden from every run.
+        for s in &policy.secrets {
+            if let super::model::SecretSource::File(path) = &s.from {
+                policy.filesystem.deny_read.push(path.clone());
+            }
+        }
         Ok(policy)
     }
 }

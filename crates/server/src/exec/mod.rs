@@ -25,6 +25,7 @@ mod protection;
 mod refusals;
 mod result;
 mod runner;
+mod secrets;
 mod spawner;
 mod views;
 

@@ -15,10 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use toolsrv_netproxy::{
-    Allowlist, Credentials, Denials, Registration, RunListeners, RunProxy, SharedProxy,
+    Allowlist, Credentials, Denials, Interception, Registration, RunListeners, RunProxy, Secrets,
+    SharedProxy,
 };
 use toolsrv_sandbox::{NetworkMechanism, NetworkPool, PROXY_PORT};
 
+use super::secrets::RunSecrets;
 use super::Refused;
 
 /// The user name in a run's proxy URLs in its own namespace (the password
@@ -74,6 +76,8 @@ pub(crate) enum NetError {
 pub(crate) struct Networks {
     mechanism: OnceLock<NetworkMechanism>,
     shared: tokio::sync::OnceCell<SharedProxy>,
+    /// The authority and bundle of the secrets' TLS.
+    pub(crate) tls: super::secrets::Tls,
 }
 
 impl Networks {
@@ -112,10 +116,20 @@ impl Supply {
 
     /// A run's network, served; a policy with `best_effort` false refuses
     /// the fallback.
-    pub(crate) async fn run_net(&self, best_effort: bool) -> Result<RunNet, Refused> {
+    pub(crate) async fn run_net(
+        &self,
+        best_effort: bool,
+        secrets: Option<&RunSecrets>,
+    ) -> Result<RunNet, Refused> {
+        let (secrets, tls) = match secrets {
+            Some(s) => (s.secrets.clone(), Some(s.tls.clone())),
+            None => (Secrets::default(), None),
+        };
         match (&self.pool, self.networks.mechanism()) {
-            (Some(pool), _) => self.own(pool).await,
-            (None, NetworkMechanism::Fallback(why)) => self.fallback(why, best_effort).await,
+            (Some(pool), _) => self.own(pool, secrets, tls).await,
+            (None, NetworkMechanism::Fallback(why)) => {
+                self.fallback(why, best_effort, secrets, tls).await
+            }
             (None, NetworkMechanism::Namespace) => {
                 Err(NetError::Serve(std::io::Error::other("no pool")).into())
             }
@@ -123,7 +137,12 @@ impl Supply {
     }
 
     /// One made ahead, else one made now, served by a proxy of its own.
-    async fn own(&self, pool: &NetworkPool) -> Result<RunNet, Refused> {
+    async fn own(
+        &self,
+        pool: &NetworkPool,
+        secrets: Secrets,
+        tls: Option<Interception>,
+    ) -> Result<RunNet, Refused> {
         let made = match pool.take() {
             Some(n) => n,
             None => {
@@ -140,8 +159,14 @@ impl Supply {
             captures: made.captures.into_iter().map(|(_, l)| l).collect(),
             dns: made.dns,
         };
-        let proxy = RunProxy::start(listeners, self.allow.clone(), credentials.clone())
-            .map_err(NetError::Serve)?;
+        let proxy = RunProxy::start(
+            listeners,
+            self.allow.clone(),
+            credentials.clone(),
+            secrets,
+            tls,
+        )
+        .map_err(NetError::Serve)?;
         Ok(RunNet {
             ns: Some(made.ns),
             served: Served::Own(proxy),
@@ -150,7 +175,13 @@ impl Supply {
     }
 
     /// The shared proxy (started on first use), admitting this run.
-    async fn fallback(&self, why: &str, best_effort: bool) -> Result<RunNet, Refused> {
+    async fn fallback(
+        &self,
+        why: &str,
+        best_effort: bool,
+        secrets: Secrets,
+        tls: Option<Interception>,
+    ) -> Result<RunNet, Refused> {
         if !best_effort {
             return Err(NetError::FallbackRefused(why.to_string()).into());
         }
@@ -168,7 +199,7 @@ impl Supply {
         let user = format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed));
         let credentials = Credentials::fresh(&user);
         let port = shared.local_addr().port();
-        let registration = shared.register(self.allow.clone(), credentials.clone());
+        let registration = shared.register(self.allow.clone(), credentials.clone(), secrets, tls);
         Ok(RunNet {
             ns: None,
             served: Served::Shared(registration, port),

@@ -86,6 +86,9 @@ pub(crate) enum Refused {
     /// The run's network (`network.domains`) cannot be had.
     #[error(transparent)]
     Network(#[from] super::network::NetError),
+    /// A secret of the policy cannot be had.
+    #[error(transparent)]
+    Secret(#[from] super::secrets::SecretError),
     /// The filesystem view cannot be built.
     #[error("sandbox: {0}")]
     View(#[source] toolsrv_sandbox::ViewError),
@@ -306,9 +309,23 @@ impl Executor {
         let tmpdir = self.host.tmpdir.get_or((), || ctx().private_tmpdir());
         // The run's own network, after every check that may refuse the
         // request: a namespace is made only for a run that goes ahead.
-        let net = match (sandboxed, compiled.network()) {
-            (true, Some(supply)) => Some(supply.run_net(policy.general.best_effort).await?),
-            _ => None,
+        let (net, run_secrets) = match (sandboxed, compiled.network()) {
+            (true, Some(supply)) => {
+                let run_secrets = match policy.secrets.is_empty() {
+                    true => None,
+                    false => Some(super::secrets::for_run(
+                        policy,
+                        &ctx(),
+                        &self.host.own_env,
+                        &self.policies.networks.tls,
+                    )?),
+                };
+                let net = supply
+                    .run_net(policy.general.best_effort, run_secrets.as_ref())
+                    .await?;
+                (Some(net), run_secrets)
+            }
+            _ => (None, None),
         };
         let fallback_port = net.as_ref().and_then(|n| n.fallback_port());
         let confinement = if !sandboxed {
@@ -354,6 +371,17 @@ impl Executor {
             tool: &inv.env,
             request: &payload.env,
         });
+        let mut env = env;
+        // Placeholders and the CA bundle over what came through: a
+        // passed-through variable of a secret's name never carries the value.
+        if let Some(s) = &run_secrets {
+            for name in &s.withheld {
+                env.remove(name);
+            }
+            for (k, v) in &s.variables {
+                env.insert(k.clone(), v.clone());
+            }
+        }
         check_sizes(&env, &secrets, &payload, &args, &inv, &tool)?;
         let timeout = payload
             .timeout
