@@ -1,5 +1,7 @@
 //! The hosts a run may reach: the policy's `network.domains` lines
-//! (`pypi.org`, `*.pythonhosted.org`, `github.com:22`) and its
+//! (`pypi.org`, `*.pythonhosted.org`, `github.com:22`; an address or a
+//! range by itself, `10.0.0.5:5432`, `192.168.1.0/24`, `[fd00::1]:8443`,
+//! which may then be private or loopback) and its
 //! `network.hosts` pins (a name fixed to addresses, which may then be
 //! loopback or private: a test upstream, a registry mirror on the LAN).
 
@@ -25,6 +27,32 @@ impl Entry {
                     && host.ends_with(s.as_str())
                     && host.as_bytes()[host.len() - s.len() - 1] == b'.'
             }
+            Pattern::Range(..) => false,
+        }
+    }
+
+    /// Whether the line is an address or range holding `ip`.
+    fn holds(&self, ip: IpAddr) -> bool {
+        let Pattern::Range(net, prefix) = self.pattern else {
+            return false;
+        };
+        match (net, ip.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+
+    fn port_ok(&self, port: u16) -> bool {
+        match self.ports {
+            Ports::Web => port == 80 || port == 443,
+            Ports::One(p) => p == port,
         }
     }
 }
@@ -35,6 +63,8 @@ enum Pattern {
     Exact(String),
     /// Every name below `.suffix` (not the suffix itself).
     Below(String),
+    /// An address (a prefix of its full length) or a range.
+    Range(IpAddr, u8),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,13 +137,14 @@ impl Allowlist {
     /// without case and without a trailing dot.
     pub fn allows(&self, host: &str, port: u16) -> Option<&Entry> {
         let host = normalize(host);
-        self.entries.iter().find(|e| {
-            let port_ok = match e.ports {
-                Ports::Web => port == 80 || port == 443,
-                Ports::One(p) => p == port,
-            };
-            e.names(&host) && port_ok
-        })
+        self.entries
+            .iter()
+            .find(|e| e.names(&host) && e.port_ok(port))
+    }
+
+    /// The address or range line that allows `ip:port`, if one does.
+    pub fn allows_address(&self, ip: IpAddr, port: u16) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.holds(ip) && e.port_ok(port))
     }
 
     /// The line that lists `host` on some port, if one does (the DNS stub
@@ -175,6 +206,9 @@ fn parse_line(line: &str) -> Result<Entry, AllowError> {
         line: line.to_string(),
         why,
     };
+    if let Some(range) = parse_range(line) {
+        return range.map_err(bad);
+    }
     let (name, ports) = match line.rsplit_once(':') {
         Some((n, p)) => {
             let port: u16 = p
@@ -202,6 +236,7 @@ fn parse_line(line: &str) -> Result<Entry, AllowError> {
     };
     let checked = match &pattern {
         Pattern::Exact(n) | Pattern::Below(n) => n,
+        Pattern::Range(..) => return Err(bad("not a name")),
     };
     if !is_host_name(checked) {
         return Err(bad(
@@ -213,6 +248,56 @@ fn parse_line(line: &str) -> Result<Entry, AllowError> {
         pattern,
         ports,
     })
+}
+
+/// An address or range line (`10.0.0.5`, `10.0.0.0/8:5432`, `fd00::1`,
+/// `[fd00::/16]:8443`): `None` when the line is not one (a name).
+fn parse_range(line: &str) -> Option<Result<Entry, &'static str>> {
+    let line_t = line.trim();
+    let (body, port) = if let Some(rest) = line_t.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return Some(Err("after \"]\" only \":port\" may follow")),
+        };
+        (inside, port)
+    } else if line_t.matches(':').count() > 1 {
+        (line_t, None)
+    } else {
+        match line_t.rsplit_once(':') {
+            Some((b, p)) => (b, Some(p)),
+            None => (line_t, None),
+        }
+    };
+    let (addr, prefix) = match body.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (body, None),
+    };
+    let addr: IpAddr = addr.parse().ok()?;
+    let full = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix =
+        match prefix {
+            None => full,
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) if n <= full => n,
+                _ => return Some(Err(
+                    "the range's prefix length is not a number from 0 to 32 (IPv4) or 128 (IPv6)",
+                )),
+            },
+        };
+    let ports = match port {
+        None => Ports::Web,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n != 0 => Ports::One(n),
+            _ => return Some(Err("the port is not a number from 1 to 65535")),
+        },
+    };
+    Some(Ok(Entry {
+        line: line.to_string(),
+        pattern: Pattern::Range(addr, prefix),
+        ports,
+    }))
 }
 
 #[cfg(test)]
@@ -244,6 +329,26 @@ mod tests {
     }
 
     #[test]
+    fn addresses_and_ranges_allow_what_they_hold_on_their_ports() {
+        let a = list(&["10.0.0.0/8:5432", "192.168.1.7", "fd00::/16", "[::1]:8443"]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(a.allows_address(ip("10.20.30.40"), 5432).is_some());
+        assert!(a.allows_address(ip("10.20.30.40"), 443).is_none());
+        assert!(a.allows_address(ip("11.0.0.1"), 5432).is_none());
+        assert!(a.allows_address(ip("192.168.1.7"), 443).is_some());
+        assert!(a.allows_address(ip("192.168.1.8"), 443).is_none());
+        assert!(a.allows_address(ip("::ffff:192.168.1.7"), 80).is_some());
+        assert!(a.allows_address(ip("fd00:1::5"), 443).is_some());
+        assert!(a.allows_address(ip("::1"), 8443).is_some());
+        assert!(a.allows_address(ip("::1"), 443).is_none());
+        assert!(
+            a.allows("10.0.0.1", 5432).is_none(),
+            "a range is not a name"
+        );
+        assert_eq!(a.ports(), vec![80, 443, 5432, 8443]);
+    }
+
+    #[test]
     fn bad_lines_say_what_is_wrong() {
         for (line, part) in [
             ("", "letters, digits"),
@@ -251,7 +356,8 @@ mod tests {
             ("a.*.com", "only at the start"),
             ("pypi.org:0", "port"),
             ("pypi.org:https", "port"),
-            ("10.0.0.1", "an address is not a name"),
+            ("10.0.0.0/33", "prefix length"),
+            ("[::1]x", "only \":port\""),
             ("exa mple.com", "letters, digits"),
         ] {
             let e = Allowlist::new(&[line.to_string()], &[]).expect_err(line);

@@ -3,14 +3,14 @@
 //! route brought it to the server's listener on that port. Its local
 //! address is where the tool meant to go. An address the DNS stub gave out
 //! for a listed name goes to that name, checked like a proxy request; any
-//! other address is refused (closed) and recorded.
+//! other address only where an address or range line allows it, else the
+//! connection is closed and the refusal recorded.
 
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use crate::decide::{Refusal, Target};
-use crate::denial::Denial;
+use crate::decide::Target;
 use crate::gate::Gate;
 
 /// Relays one captured connection, or closes it.
@@ -18,19 +18,11 @@ pub(crate) async fn captured(conn: TcpStream, gate: Arc<Gate>) -> std::io::Resul
     conn.set_nodelay(true)?;
     let dest = conn.local_addr()?;
     let ip = dest.ip().to_canonical();
-    let Some(name) = gate.names.name(ip) else {
-        let target = Target {
-            host: ip.to_string(),
-            port: dest.port(),
-        };
-        let refusal = Refusal::Literal {
-            target: target.clone(),
-        };
-        gate.denials.push(Denial::of(&refusal, target.to_string()));
-        return Ok(());
-    };
+    // A stand-in address goes to its name; any other address is checked
+    // as a literal (an address or range line may allow it).
+    let host = gate.names.name(ip).unwrap_or_else(|| ip.to_string());
     let target = Target {
-        host: name,
+        host,
         port: dest.port(),
     };
     let Ok(up) = gate.connect(&target).await else {

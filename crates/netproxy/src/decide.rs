@@ -39,8 +39,8 @@ pub enum Refusal {
         /// The line that would allow it.
         suggest: String,
     },
-    /// The target is an address, not a name.
-    #[error("toolsrv: {target} is an address; the sandbox allows hosts by name (network.domains), or a name pinned to an address (network.hosts)")]
+    /// The target is an address no address or range line allows.
+    #[error("toolsrv: {target} is an address no network.domains line allows; the sandbox allows hosts by name, or an address or range listed as such (the line \"{target}\" would allow this one)")]
     Literal {
         /// The target.
         target: Target,
@@ -100,10 +100,24 @@ pub async fn destination(
     own: &[SocketAddr],
 ) -> Result<Vec<SocketAddr>, Refusal> {
     let host = normalize(&target.host);
-    if host.parse::<IpAddr>().is_ok() {
-        return Err(Refusal::Literal {
-            target: target.clone(),
-        });
+    if let Ok(ip) = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        // An address goes only where an address or range line allows it.
+        if allow.allows_address(ip, target.port).is_none() {
+            return Err(Refusal::Literal {
+                target: target.clone(),
+            });
+        }
+        let a = SocketAddr::new(ip.to_canonical(), target.port);
+        if is_own(&a, own) {
+            return Err(Refusal::Itself {
+                target: target.clone(),
+            });
+        }
+        return Ok(vec![a]);
     }
     if !is_host_name(&host) {
         return Err(Refusal::BadName {

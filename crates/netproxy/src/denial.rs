@@ -52,13 +52,9 @@ impl Denial {
                 DenialKind::Domain,
                 format!("network.domains: [\"{suggest}\"]"),
             ),
-            Refusal::Literal { target } => (
-                DenialKind::Net,
-                format!(
-                    "a name in network.domains pinned to {} in network.hosts",
-                    target.host
-                ),
-            ),
+            Refusal::Literal { target } => {
+                (DenialKind::Net, format!("network.domains: [\"{target}\"]"))
+            }
             Refusal::Unreachable {
                 target, address, ..
             } => (

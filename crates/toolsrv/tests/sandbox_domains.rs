@@ -343,3 +343,28 @@ fn best_effort_false_refuses_the_fallback_with_the_reason() {
     );
     assert_eq!(up.seen(), 0);
 }
+
+#[test]
+fn an_address_line_allows_that_address_and_port_directly_and_through_the_proxy() {
+    let up = Upstream::start();
+    let other = Upstream::start();
+    let p = up.port;
+    let (mut f, probe) = fixture(&up, &[&format!("127.0.0.1:{p}")]);
+    for cmd in [
+        format!("{probe} get 127.0.0.1 {p}"),
+        format!("{probe} proxy-connect 127.0.0.1 {p}"),
+    ] {
+        let out = f.sh(&cmd);
+        assert!(out.ok().contains("hello"), "{cmd}: {out:?}");
+    }
+    assert_eq!(up.seen(), 2);
+    // Another port of the same address: no line allows it.
+    let out = f.sh(&format!("{probe} proxy-connect 127.0.0.1 {}", other.port));
+    assert!(out.ok().starts_with("HTTP/1.1 403"), "{out:?}");
+    assert!(
+        out.text
+            .contains(&format!("[toolsrv: denied connect 127.0.0.1:{}; allow with network.domains: [\"127.0.0.1:{}\"]]", other.port, other.port)),
+        "{out:?}"
+    );
+    assert_eq!(other.seen(), 0);
+}
