@@ -267,3 +267,42 @@ fn default_policy_parses_and_is_default_deny() {
         assert!(line.contains('#'), "uncommented line: {line}");
     }
 }
+
+/// The built-in policy's commented `domains:` and `secrets:` examples
+/// parse once uncommented as their comment says.
+#[test]
+fn the_built_in_policys_domains_and_secrets_examples_parse_uncommented() {
+    let mut out = Vec::new();
+    for line in DEFAULT_POLICY.lines() {
+        if line.starts_with("  domains: []") {
+            continue;
+        }
+        if line.starts_with("secrets: []") {
+            out.push("secrets:".to_string());
+            continue;
+        }
+        match line.strip_prefix("  # ") {
+            Some(rest)
+                if rest.starts_with("domains:")
+                    || rest.starts_with("  - ")
+                    || rest.starts_with("- env:")
+                    || rest.starts_with("  from:")
+                    || rest.starts_with("  hosts:")
+                    || rest.starts_with("  plaintext:") =>
+            {
+                out.push(format!("  {rest}"))
+            }
+            _ => out.push(line.to_string()),
+        }
+    }
+    let text = out.join("\n");
+    let p = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(
+        p.network.domains.contains(&"github.com:22".to_string()),
+        "{:?}",
+        p.network.domains
+    );
+    assert_eq!(p.network.domains.len(), 11);
+    assert_eq!(p.secrets.len(), 1);
+    assert_eq!(p.secrets[0].hosts, vec!["api.github.com", "github.com"]);
+}

@@ -239,3 +239,42 @@ fn a_missing_secret_refuses_the_run_naming_it_and_not_its_value() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_secret_from_a_file_under_a_read_rule_is_hidden_from_the_run_and_still_used() {
+    let (ca_pem, tls_port) = tls_upstream();
+    let ca = tempfile::tempdir().expect("tempdir");
+    let ca_file = ca.path().join("test-ca.pem");
+    std::fs::write(&ca_file, ca_pem).expect("ca");
+    let outside = outside_dir();
+    // Under the `ro` rule of every policy here.
+    let token = outside.path().join("ro/gh-token");
+    std::fs::write(&token, format!("{REAL}\n")).expect("token");
+    let mut policy = Policy::new(outside.path());
+    policy.domains = vec![format!("up.test:{tls_port}")];
+    policy.hosts = vec![("up.test".into(), "127.0.0.1".into())];
+    policy.secrets = vec![json!({
+        "env": "GH_TOKEN",
+        "from": format!("file:{}", token.display()),
+        "hosts": ["up.test"],
+    })];
+    let ca_path = ca_file.display().to_string();
+    let mut f = Fixture::start(
+        outside,
+        Mode::File(policy),
+        &[],
+        &[("SSL_CERT_FILE", &ca_path)],
+        None,
+    );
+    let dst = f.cwd().join("webprobe");
+    std::fs::copy(webprobe(), &dst).expect("copy webprobe");
+    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let read = f.sh(&format!("cat {}", token.display()));
+    assert!(
+        !read.text.contains(REAL),
+        "the run read the secret's file: {read:?}"
+    );
+    read.hidden();
+    let out = f.sh(&format!("./webprobe tls-get up.test {tls_port} GH_TOKEN"));
+    assert!(out.ok().trim_end().ends_with("saw real"), "{out:?}");
+}
