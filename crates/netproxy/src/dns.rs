@@ -29,8 +29,9 @@ const CLASS_IN: u16 = 1;
 /// The answer's time to live, in seconds.
 const TTL: u32 = 60;
 
-/// Answers queries on `sock` until `stop`.
-pub(crate) async fn serve(sock: UdpSocket, gate: Arc<Gate>, stop: CancellationToken) {
+/// Answers queries on `sock` until `stop`, under the gate of the run
+/// served at the time (none: no answer).
+pub(crate) async fn serve(sock: UdpSocket, slot: Arc<crate::run::Slot>, stop: CancellationToken) {
     let mut buf = [0u8; 1500];
     loop {
         let got = tokio::select! {
@@ -38,6 +39,9 @@ pub(crate) async fn serve(sock: UdpSocket, gate: Arc<Gate>, stop: CancellationTo
             r = sock.recv_from(&mut buf) => r,
         };
         let Ok((n, from)) = got else {
+            continue;
+        };
+        let Some(gate) = slot.gate() else {
             continue;
         };
         if let Some(reply) = answer(&buf[..n], &gate) {

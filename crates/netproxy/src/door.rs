@@ -25,6 +25,8 @@ pub(crate) enum Door {
     One(Arc<Gate>),
     /// Live runs' gates, by user name (the fallback's shared listener).
     Many(Arc<Registry>),
+    /// The gate of the run a namespace serves now, if any.
+    Slot(Arc<crate::run::Slot>),
 }
 
 /// Live runs' gates by user name, each with its password.
@@ -36,7 +38,7 @@ impl Door {
     pub(crate) fn head_timeout(&self) -> std::time::Duration {
         match self {
             Door::One(g) => g.head_timeout,
-            Door::Many(_) => HEAD_TIMEOUT,
+            Door::Many(_) | Door::Slot(_) => HEAD_TIMEOUT,
         }
     }
 
@@ -53,6 +55,7 @@ impl Door {
     pub(crate) fn admit(&self, user: &[u8], password: &[u8]) -> Option<Arc<Gate>> {
         let gate = match self {
             Door::One(g) => g.clone(),
+            Door::Slot(s) => s.gate()?,
             Door::Many(r) => {
                 let user = std::str::from_utf8(user).ok()?;
                 r.0.lock()

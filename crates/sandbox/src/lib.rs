@@ -60,6 +60,7 @@ mod workdir;
 // only as part of these (a field's type, a method's return).
 
 // A run's own network namespace and the server's listeners in it.
+pub use netns::DEPTH as NETWORK_POOL_DEPTH;
 pub use netns::FORCE_ENV as NETWORK_FORCE_ENV;
 pub use netns::{
     start_maker as start_network_maker, NetworkError, NetworkMechanism, NetworkPool, RunNetwork,

@@ -16,7 +16,7 @@
 mod netlink;
 mod pool;
 
-pub use pool::{start_maker, NetworkPool};
+pub use pool::{start_maker, NetworkPool, DEPTH};
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};

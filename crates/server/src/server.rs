@@ -195,6 +195,10 @@ impl Server {
             crate::presence::Presence::default()
         };
         executor.policies.networks.set(config.network.clone());
+        executor
+            .policies
+            .networks
+            .set_reuse(executor.runner.containment.mechanism().contains());
         if let Some(dir) = executor
             .host
             .own_env

@@ -93,12 +93,12 @@ fn policy(bin: &Path, dir: &Path, name: &str, domains: Option<&str>) -> Result<S
     let text = std::fs::read_to_string(&file)?;
     let text = match domains {
         Some(d) => {
-            let marker = "\nnetwork:";
+            let marker = "\n  domains: []";
             ensure!(
                 text.contains(marker),
-                "no network: section in the built-in policy"
+                "no \"domains: []\" line in the built-in policy"
             );
-            text.replacen(marker, &format!("{marker}\n  domains: {d}"), 1)
+            text.replacen(marker, &format!("\n  domains: {d}"), 1)
         }
         None => text,
     };

@@ -2,15 +2,18 @@
 //! its routes and listeners takes about a millisecond, so each policy
 //! under `network.domains` keeps a few ready, and a thread of the server
 //! makes the next one while a run uses the last. A run takes one in the
-//! time of a lock; only when none is ready is one made on the spot.
+//! time of a lock; only when none is ready is one made on the spot. The
+//! server keeps a few networks between runs (served, for the next run),
+//! counted as lent, so a steady stream of runs makes no new namespace.
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::{make, NetworkError, RunNetwork};
 
 /// How many networks a pool keeps ready.
-pub(super) const DEPTH: usize = 4;
+pub const DEPTH: usize = 4;
 
 /// A policy's ready networks, all with the same capture ports.
 #[derive(Debug, Clone)]
@@ -20,6 +23,10 @@ pub struct NetworkPool(Arc<Pool>);
 struct Pool {
     ports: Vec<u16>,
     ready: Mutex<Vec<RunNetwork>>,
+    /// Networks taken and still in use (the server keeps a few between
+    /// runs): the pool makes new ones only up to [`DEPTH`] with these
+    /// counted.
+    lent: std::sync::atomic::AtomicUsize,
 }
 
 impl NetworkPool {
@@ -28,16 +35,31 @@ impl NetworkPool {
         let pool = NetworkPool(Arc::new(Pool {
             ports: super::capture_ports(ports),
             ready: Mutex::new(Vec::with_capacity(DEPTH)),
+            lent: std::sync::atomic::AtomicUsize::new(0),
         }));
         pool.refill();
         pool
     }
 
-    /// A ready network, if one is (the pool is refilled either way).
+    /// A ready network, if one is (the pool is refilled either way). It
+    /// counts as lent until [`NetworkPool::forget`] says it is dropped.
     pub fn take(&self) -> Option<RunNetwork> {
         let got = self.0.ready.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if got.is_some() {
+            self.0.lent.fetch_add(1, Ordering::AcqRel);
+        }
         self.refill();
         got
+    }
+
+    /// A network lent by [`NetworkPool::take`] or [`NetworkPool::make_now`]
+    /// is dropped: the pool may make another.
+    pub fn forget(&self) {
+        let _ = self
+            .0
+            .lent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        self.refill();
     }
 
     /// A network made now on the maker thread (blocks until it is made):
@@ -54,7 +76,9 @@ impl NetworkPool {
             .unwrap_or_else(|p| p.into_inner())
             .send(Job::Make(self.0.ports.clone(), tx))
             .map_err(|_| unavailable())?;
-        rx.recv().map_err(|_| unavailable())?
+        let made = rx.recv().map_err(|_| unavailable())??;
+        self.0.lent.fetch_add(1, Ordering::AcqRel);
+        Ok(made)
     }
 
     fn refill(&self) {
@@ -121,7 +145,8 @@ fn maker() -> Option<&'static Queue> {
 fn fill(pool: &Weak<Pool>) {
     loop {
         let Some(p) = pool.upgrade() else { return };
-        if p.ready.lock().unwrap_or_else(|e| e.into_inner()).len() >= DEPTH {
+        let ready = p.ready.lock().unwrap_or_else(|e| e.into_inner()).len();
+        if ready + p.lent.load(Ordering::Acquire) >= DEPTH {
             return;
         }
         match make(&p.ports) {

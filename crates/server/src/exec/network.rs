@@ -7,12 +7,15 @@
 //! to that port alone and the seccomp filter letting it make plain TCP
 //! sockets only. Either way the tool's environment points its proxy-aware
 //! programs at the proxy with credentials of this run only. Dropped with
-//! the run's plan: the proxy stops serving the run, its namespace goes with
-//! its last descriptor.
+//! the run's plan: the proxy stops serving the run; its namespace serves
+//! the next run of the policy (where the run's processes are sure to be
+//! gone), or goes with its last descriptor.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use toolsrv_base::LockUnpoisoned;
 
 use toolsrv_netproxy::{
     Allowlist, Credentials, Denials, Interception, Registration, RunListeners, RunProxy, Secrets,
@@ -33,16 +36,15 @@ const TCP_PORTS_ABI: i32 = 4;
 
 /// A run's network, served.
 pub(crate) struct RunNet {
-    /// Its namespace; `None` under the fallback.
-    ns: Option<OwnedFd>,
     served: Served,
     variables: Vec<(String, String)>,
 }
 
 /// Who serves a run's network.
 enum Served {
-    /// The run's own proxy, in its namespace.
-    Own(RunProxy),
+    /// A namespace of the server's, serving this run alone until it ends
+    /// (its proxy, its denials); then kept for the next run, or dropped.
+    Own(Option<Lent>, Denials),
     /// The shared proxy of the fallback, on its port.
     Shared(Registration, u16),
 }
@@ -50,6 +52,48 @@ enum Served {
 impl std::fmt::Debug for RunNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunNet").finish_non_exhaustive()
+    }
+}
+
+/// A namespace and its proxy, serving runs one after another.
+struct Idle {
+    ns: OwnedFd,
+    proxy: RunProxy,
+}
+
+/// An [`Idle`] lent to a run, and where it goes back.
+struct Lent {
+    idle: Idle,
+    supply: Arc<Kept>,
+}
+
+/// A policy's namespaces between runs, and the pool new ones come from.
+struct Kept {
+    idle: Mutex<Vec<Idle>>,
+    pool: NetworkPool,
+    /// Whether a namespace may serve another run once its run is over:
+    /// only where the run's processes are sure to be gone by then (its
+    /// kernel group is killed whole).
+    reuse: bool,
+}
+
+impl Drop for RunNet {
+    fn drop(&mut self) {
+        let Served::Own(lent, _) = &mut self.served else {
+            return;
+        };
+        let Some(Lent { idle, supply }) = lent.take() else {
+            return;
+        };
+        idle.proxy.vacate();
+        let mut kept = supply.idle.lock_unpoisoned();
+        if supply.reuse && kept.len() < toolsrv_sandbox::NETWORK_POOL_DEPTH {
+            kept.push(idle);
+        } else {
+            drop(kept);
+            drop(idle);
+            supply.pool.forget();
+        }
     }
 }
 
@@ -75,6 +119,8 @@ pub(crate) enum NetError {
 #[derive(Default)]
 pub(crate) struct Networks {
     mechanism: OnceLock<NetworkMechanism>,
+    /// Whether a run's namespace serves later runs ([`Kept::reuse`]).
+    reuse: OnceLock<bool>,
     shared: tokio::sync::OnceCell<SharedProxy>,
     /// The authority and bundle of the secrets' TLS.
     pub(crate) tls: super::secrets::Tls,
@@ -86,6 +132,11 @@ impl Networks {
         let _ = self.mechanism.set(m);
     }
 
+    /// Whether runs' namespaces serve later runs (once, at start-up).
+    pub(crate) fn set_reuse(&self, reuse: bool) {
+        let _ = self.reuse.set(reuse);
+    }
+
     fn mechanism(&self) -> &NetworkMechanism {
         self.mechanism.get().unwrap_or(&NetworkMechanism::Namespace)
     }
@@ -95,22 +146,26 @@ impl Networks {
 pub(crate) struct Supply {
     allow: Allowlist,
     networks: Arc<Networks>,
-    /// Under namespaces: those made ahead.
-    pool: Option<NetworkPool>,
+    /// Under namespaces: those made ahead and those between runs.
+    kept: Option<Arc<Kept>>,
 }
 
 impl Supply {
     /// The supply of `allow` on `networks`; under namespaces, its pool
     /// fills from now on.
     pub(crate) fn new(allow: Allowlist, networks: Arc<Networks>) -> Supply {
-        let pool = match networks.mechanism() {
-            NetworkMechanism::Namespace => Some(NetworkPool::new(&allow.ports())),
+        let kept = match networks.mechanism() {
+            NetworkMechanism::Namespace => Some(Arc::new(Kept {
+                idle: Mutex::new(Vec::new()),
+                pool: NetworkPool::new(&allow.ports()),
+                reuse: networks.reuse.get().copied().unwrap_or(false),
+            })),
             NetworkMechanism::Fallback(_) => None,
         };
         Supply {
             allow,
             networks,
-            pool,
+            kept,
         }
     }
 
@@ -125,8 +180,8 @@ impl Supply {
             Some(s) => (s.secrets.clone(), Some(s.tls.clone())),
             None => (Secrets::default(), None),
         };
-        match (&self.pool, self.networks.mechanism()) {
-            (Some(pool), _) => self.own(pool, secrets, tls).await,
+        match (&self.kept, self.networks.mechanism()) {
+            (Some(kept), _) => self.own(kept, secrets, tls).await,
             (None, NetworkMechanism::Fallback(why)) => {
                 self.fallback(why, best_effort, secrets, tls).await
             }
@@ -136,40 +191,52 @@ impl Supply {
         }
     }
 
-    /// One made ahead, else one made now, served by a proxy of its own.
+    /// One kept from an earlier run, else one made ahead, else one made
+    /// now; served for this run alone.
     async fn own(
         &self,
-        pool: &NetworkPool,
+        kept: &Arc<Kept>,
         secrets: Secrets,
         tls: Option<Interception>,
     ) -> Result<RunNet, Refused> {
-        let made = match pool.take() {
-            Some(n) => n,
+        let idle = kept.idle.lock_unpoisoned().pop();
+        let idle = match idle {
+            Some(i) => i,
             None => {
-                let pool = pool.clone();
-                tokio::task::spawn_blocking(move || pool.make_now())
-                    .await
-                    .map_err(|e| NetError::Serve(std::io::Error::other(e)))?
-                    .map_err(NetError::Namespace)?
+                let made = match kept.pool.take() {
+                    Some(n) => n,
+                    None => {
+                        let pool = kept.pool.clone();
+                        tokio::task::spawn_blocking(move || pool.make_now())
+                            .await
+                            .map_err(|e| NetError::Serve(std::io::Error::other(e)))?
+                            .map_err(NetError::Namespace)?
+                    }
+                };
+                let listeners = RunListeners {
+                    proxy: made.proxy,
+                    captures: made.captures.into_iter().map(|(_, l)| l).collect(),
+                    dns: made.dns,
+                };
+                let proxy = RunProxy::start(listeners).map_err(|e| {
+                    kept.pool.forget();
+                    NetError::Serve(e)
+                })?;
+                Idle { ns: made.ns, proxy }
             }
         };
         let credentials = Credentials::fresh(PROXY_USER);
-        let listeners = RunListeners {
-            proxy: made.proxy,
-            captures: made.captures.into_iter().map(|(_, l)| l).collect(),
-            dns: made.dns,
-        };
-        let proxy = RunProxy::start(
-            listeners,
-            self.allow.clone(),
-            credentials.clone(),
-            secrets,
-            tls,
-        )
-        .map_err(NetError::Serve)?;
+        let denials = idle
+            .proxy
+            .admit(self.allow.clone(), credentials.clone(), secrets, tls);
         Ok(RunNet {
-            ns: Some(made.ns),
-            served: Served::Own(proxy),
+            served: Served::Own(
+                Some(Lent {
+                    idle,
+                    supply: kept.clone(),
+                }),
+                denials,
+            ),
             variables: variables(&credentials, PROXY_PORT),
         })
     }
@@ -201,7 +268,6 @@ impl Supply {
         let port = shared.local_addr().port();
         let registration = shared.register(self.allow.clone(), credentials.clone(), secrets, tls);
         Ok(RunNet {
-            ns: None,
             served: Served::Shared(registration, port),
             variables: variables(&credentials, port),
         })
@@ -211,14 +277,17 @@ impl Supply {
 impl RunNet {
     /// The namespace the child enters (none under the fallback).
     pub(crate) fn ns(&self) -> Option<BorrowedFd<'_>> {
-        self.ns.as_ref().map(AsFd::as_fd)
+        match &self.served {
+            Served::Own(Some(lent), _) => Some(lent.idle.ns.as_fd()),
+            _ => None,
+        }
     }
 
     /// Under the fallback, the shared proxy's port: the one TCP port the
     /// run may connect to.
     pub(crate) fn fallback_port(&self) -> Option<u16> {
         match &self.served {
-            Served::Own(_) => None,
+            Served::Own(..) => None,
             Served::Shared(_, port) => Some(*port),
         }
     }
@@ -231,7 +300,7 @@ impl RunNet {
     /// What the run's proxy refused so far.
     pub(crate) fn denials(&self) -> Denials {
         match &self.served {
-            Served::Own(p) => p.denials(),
+            Served::Own(_, d) => d.clone(),
             Served::Shared(r, _) => r.denials(),
         }
     }
