@@ -431,6 +431,11 @@ fn proxy_reports_the_download_rate_cpu_and_first_byte_beside_direct() {
         first.contains("through the proxy") && first.contains("(goal <= 1.00 ms: "),
         "{first}"
     );
+    let tls = line_of(&out, "small HTTPS request");
+    assert!(
+        tls.contains("through interception: median") && tls.contains("| baseline direct median"),
+        "{tls}"
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod guard;
 pub mod load;
 pub mod mcp;
 pub mod proxy;
+pub mod proxy_tls;
 pub mod remote;
 pub mod rtt;
 pub mod sandbox;

@@ -11,6 +11,10 @@
 //! - **The proxy's CPU per MiB**: its thread's CPU time (`schedstat`) over
 //!   the rate rounds.
 //!
+//! - **A small HTTPS request through interception** (a secret bound to
+//!   the host): beside the same request straight to the upstream
+//!   (`proxy_tls.rs`).
+//!
 //! The proxy runs on a thread and runtime of its own, as a daemon's would.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -106,7 +110,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         human(GOAL_TTFB),
         if added <= GOAL_TTFB { "met" } else { "MISSED" }
     );
-    Ok(())
+    rt.block_on(crate::benches::proxy_tls::run())
 }
 
 /// A loopback server that answers each request head with `size` bytes.
