@@ -621,7 +621,7 @@ impl Report {
         if let Err(why) = &facts.network {
             if !policy.network.domains.is_empty() {
                 need(
-                    format!("a network namespace per run for network.domains ({why}): runs reach the listed hosts only through the proxy variables; a tool that ignores them (ssh, a Go program with its own dialer) fails"),
+                    format!("a network namespace per run for network.domains ({why}): runs reach the listed hosts only through the proxy variables; a tool that ignores them (ssh, a Go program with its own dialer) fails, and one that knows an outside host listening on the proxy's port can reach it by its address (Landlock limits ports, not addresses)"),
                     false,
                     if why.contains("TOOLSRV_NETWORK") {
                         "unset TOOLSRV_NETWORK".to_string()
