@@ -111,8 +111,10 @@ fn proxy_get(host: &str, port: &str, auth: Option<&str>) -> io::Result<String> {
     read_all(s)
 }
 
-fn proxy_connect(host: &str, port: &str) -> io::Result<String> {
-    let (addr, own) = proxy("HTTP_PROXY")?;
+/// A `CONNECT` to `host:port` through the proxy of `$var`: the tunnel, or
+/// the proxy's answer when it refused (its head and body).
+fn tunnel(var: &str, host: &str, port: &str) -> io::Result<Result<TcpStream, String>> {
+    let (addr, own) = proxy(var)?;
     let mut s = connect(&addr)?;
     write!(
         s,
@@ -130,9 +132,16 @@ fn proxy_connect(host: &str, port: &str) -> io::Result<String> {
     let head = String::from_utf8_lossy(&head).into_owned();
     if !head.starts_with("HTTP/1.1 200") {
         let rest = read_all(s).unwrap_or_default();
-        return Ok(format!("{head}{rest}"));
+        return Ok(Err(format!("{head}{rest}")));
     }
-    get(s, host)
+    Ok(Ok(s))
+}
+
+fn proxy_connect(host: &str, port: &str) -> io::Result<String> {
+    match tunnel("HTTP_PROXY", host, port)? {
+        Ok(s) => get(s, host),
+        Err(refused) => Ok(refused),
+    }
 }
 
 fn socks(host: &str, port: &str) -> io::Result<String> {
@@ -200,25 +209,10 @@ fn tls_get(host: &str, port: &str, var: &str, direct: bool) -> io::Result<String
     let mut sock = if direct {
         connect(&format!("{host}:{port}"))?
     } else {
-        let (addr, own) = proxy("HTTPS_PROXY")?;
-        let mut s = connect(&addr)?;
-        write!(
-            s,
-            "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\nProxy-Authorization: Basic {}\r\n\r\n",
-            basic(&own)
-        )?;
-        let mut head = Vec::new();
-        let mut b = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if s.read(&mut b)? == 0 {
-                break;
-            }
-            head.push(b[0]);
+        match tunnel("HTTPS_PROXY", host, port)? {
+            Ok(s) => s,
+            Err(refused) => return Ok(refused),
         }
-        if !head.starts_with(b"HTTP/1.1 200") {
-            return Ok(String::from_utf8_lossy(&head).into_owned());
-        }
-        s
     };
     let name =
         rustls_pki_types::ServerName::try_from(host.to_string()).map_err(io::Error::other)?;

@@ -360,6 +360,15 @@ impl Fixture {
         dst.display().to_string()
     }
 
+    /// Copy the webprobe helper into the cwd as `./webprobe`; returns the
+    /// command word.
+    pub fn install_webprobe(&self) -> String {
+        let dst = self.cwd().join("webprobe");
+        std::fs::copy(webprobe(), &dst).expect("copy webprobe");
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        "./webprobe".to_string()
+    }
+
     /// Whether the server process is still running.
     pub fn server_alive(&mut self) -> bool {
         match self.srv.child.as_mut() {

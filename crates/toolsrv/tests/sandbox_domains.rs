@@ -8,12 +8,11 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sandbox::{outside_dir, webprobe, Fixture, Mode, Policy};
+use crate::sandbox::{outside_dir, Fixture, Mode, Policy};
 
 /// An HTTP upstream on the host's loopback answering `hello <n>`, and how
 /// many connections it took.
@@ -58,10 +57,8 @@ fn fixture(up: &Upstream, extra: &[&str]) -> (Fixture, String) {
     policy.domains.extend(extra.iter().map(|s| s.to_string()));
     policy.hosts = vec![("up.test".into(), "127.0.0.1".into())];
     let f = Fixture::start(outside, Mode::File(policy), &[], &[], None);
-    let dst = f.cwd().join("webprobe");
-    std::fs::copy(webprobe(), &dst).expect("copy webprobe");
-    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    (f, "./webprobe".to_string())
+    let probe = f.install_webprobe();
+    (f, probe)
 }
 
 #[test]
@@ -279,10 +276,8 @@ fn fallback(up: &Upstream, best_effort: bool) -> (Fixture, String) {
         &[("TOOLSRV_NETWORK", "fallback")],
         None,
     );
-    let dst = f.cwd().join("webprobe");
-    std::fs::copy(webprobe(), &dst).expect("copy webprobe");
-    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    (f, "./webprobe".to_string())
+    let probe = f.install_webprobe();
+    (f, probe)
 }
 
 #[test]

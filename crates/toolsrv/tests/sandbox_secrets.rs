@@ -8,12 +8,11 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::sandbox::{outside_dir, webprobe, Fixture, Mode, Policy};
+use crate::sandbox::{outside_dir, Fixture, Mode, Policy};
 
 /// The real token, in the server's environment only.
 const REAL: &str = "ghp_RealValueRealValue0123456789abcdefgh";
@@ -149,9 +148,7 @@ fn setup() -> Setup {
         ],
         None,
     );
-    let dst = f.cwd().join("webprobe");
-    std::fs::copy(webprobe(), &dst).expect("copy webprobe");
-    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    f.install_webprobe();
     Setup {
         f,
         tls_port,
@@ -266,9 +263,7 @@ fn a_secret_from_a_file_under_a_read_rule_is_hidden_from_the_run_and_still_used(
         &[("SSL_CERT_FILE", &ca_path)],
         None,
     );
-    let dst = f.cwd().join("webprobe");
-    std::fs::copy(webprobe(), &dst).expect("copy webprobe");
-    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    f.install_webprobe();
     let read = f.sh(&format!("cat {}", token.display()));
     assert!(
         !read.text.contains(REAL),
