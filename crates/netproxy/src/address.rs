@@ -25,7 +25,8 @@ pub enum AddressKind {
     /// A cloud's instance-metadata address: `169.254.169.254`,
     /// `fd00:ec2::254`, `100.100.100.200`.
     Metadata,
-    /// Multicast, broadcast, documentation and reserved ranges.
+    /// Multicast, broadcast and reserved ranges, and the DNS stub's
+    /// stand-in addresses (`198.18.0.0/15`).
     Reserved,
 }
 
@@ -85,11 +86,15 @@ fn classify_v4(ip: Ipv4Addr) -> AddressKind {
         (172, b) if (16..32).contains(&b) => AddressKind::Private,
         (169, 254) => AddressKind::LinkLocal,
         (100, b) if (64..128).contains(&b) => AddressKind::Cgnat,
-        (192, 0) if c == 0 || c == 2 => AddressKind::Reserved,
+        (192, 0) if c == 0 => AddressKind::Reserved,
+        // The stand-in addresses of a run's DNS stub (`crate::names`).
         (198, 18 | 19) => AddressKind::Reserved,
-        (198, 51) if c == 100 => AddressKind::Reserved,
-        (203, 0) if c == 113 => AddressKind::Reserved,
         (224..=255, _) => AddressKind::Reserved,
+        // The documentation ranges (192.0.2/24, 198.51.100/24,
+        // 203.0.113/24) are routed nowhere on the internet, so reaching one
+        // reaches nothing of anyone's; some networks answer there (an
+        // egress proxy that resolves every name to 203.0.113.x), and there
+        // a listed name must work.
         _ => AddressKind::Public,
     }
 }
@@ -109,7 +114,6 @@ fn classify_v6(ip: Ipv6Addr) -> AddressKind {
         x if x & 0xfe00 == 0xfc00 => AddressKind::Private,
         x if x & 0xffc0 == 0xfe80 => AddressKind::LinkLocal,
         x if x & 0xff00 == 0xff00 => AddressKind::Reserved,
-        0x2001 if s[1] == 0x0db8 => AddressKind::Reserved,
         // NAT64 (64:ff9b::/96) carries an IPv4 address: judged as that one.
         0x0064 if s[1] == 0xff9b && s[2..6] == [0; 4] => {
             let [a, b] = s[6].to_be_bytes();
@@ -155,7 +159,7 @@ mod tests {
             ("224.0.0.1", AddressKind::Reserved),
             ("255.255.255.255", AddressKind::Reserved),
             ("ff02::1", AddressKind::Reserved),
-            ("2001:db8::1", AddressKind::Reserved),
+            ("198.18.0.1", AddressKind::Reserved),
         ] {
             assert_eq!(kind(a), k, "{a}");
             assert!(!k.is_public(), "{a}");
@@ -172,6 +176,9 @@ mod tests {
             "2a04:4e42::223",
             "::ffff:8.8.8.8",
             "64:ff9b::808:808",
+            "203.0.113.80",
+            "192.0.2.1",
+            "2001:db8::1",
         ] {
             assert_eq!(kind(a), AddressKind::Public, "{a}");
         }
