@@ -149,11 +149,16 @@ impl Drop for Delegated {
 }
 
 fn start_as(user: &TestUser, env: &[(&str, &str)]) -> UserServer {
-    start_in(user, env, None)
+    start_in(user, env, None, POLICY)
 }
 
 /// [`start_as`], the server started in the cgroup `cgroup` when given.
-fn start_in(user: &TestUser, env: &[(&str, &str)], cgroup: Option<&Path>) -> UserServer {
+fn start_in(
+    user: &TestUser,
+    env: &[(&str, &str)],
+    cgroup: Option<&Path>,
+    policy: &str,
+) -> UserServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     for sub in ["home", "work", "cfg", "cache"] {
@@ -170,7 +175,7 @@ fn start_in(user: &TestUser, env: &[(&str, &str)], cgroup: Option<&Path>) -> Use
         .status()
         .expect("run install");
     assert!(st.success(), "install {}: {st}", bin.display());
-    std::fs::write(root.join("sandbox.yaml"), POLICY).expect("policy");
+    std::fs::write(root.join("sandbox.yaml"), policy).expect("policy");
     for p in [
         root.to_path_buf(),
         root.join("home"),
@@ -372,7 +377,7 @@ fn a_non_root_server_in_its_own_user_namespace_still_uses_its_delegated_cgroup()
         eprintln!("no cgroup v2 hierarchy here: nothing to delegate");
         return;
     };
-    let srv = start_in(&user, &[], Some(&group.dir));
+    let srv = start_in(&user, &[], Some(&group.dir), POLICY);
     srv.server.wait_log("own-user-namespace");
     srv.server.wait_log("mechanism=Cgroup");
     let (out, ok) = srv.call_as(&user, "id -un; cat /proc/self/cgroup");
@@ -421,4 +426,59 @@ fn a_server_run_as_the_overflow_user_stays_out_of_a_user_namespace_and_refuses_o
     let (out, ok) = srv.call_as(&user, "id -u");
     assert!(ok, "its own user is served: {out}");
     assert_eq!(out.lines().next(), Some(overflow.to_string().as_str()));
+}
+
+/// An HTTP upstream on the host's loopback answering `hello`, and the
+/// policy that lists it as `up.test` (pinned to 127.0.0.1).
+fn domains_upstream() -> (u16, String) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.0 200 OK\r\n\r\nhello-upstream");
+        }
+    });
+    let policy = format!(
+        "{POLICY}network:\n  domains: [\"up.test:{port}\"]\n  hosts: {{up.test: 127.0.0.1}}\n"
+    );
+    (port, policy)
+}
+
+/// bash's `/dev/tcp` to `host:port`, `GET /`: a program that ignores the
+/// proxy variables.
+fn raw_get(host: &str, port: u16) -> String {
+    format!(
+        "bash -c 'exec 3<>/dev/tcp/{host}/{port} && printf \"GET / HTTP/1.0\\r\\n\\r\\n\" >&3 && cat <&3'"
+    )
+}
+
+#[test]
+fn a_non_root_server_in_its_own_user_namespace_gives_runs_their_own_network() {
+    let user = TestUser::create("tsrv-id-net");
+    let (port, policy) = domains_upstream();
+    let srv = start_in(&user, &[], None, &policy);
+    srv.server.wait_log("own-user-namespace");
+    srv.server
+        .wait_log("each run under network.domains in a network namespace of its own");
+    let (out, ok) = srv.call_as(&user, &raw_get("up.test", port));
+    assert!(ok && out.contains("hello-upstream"), "{out}");
+    let (out, ok) = srv.call_as(&user, &raw_get("127.0.0.1", port));
+    assert!(!ok && !out.contains("hello-upstream"), "{out}");
+}
+
+#[test]
+fn without_its_own_user_namespace_a_non_root_server_uses_the_fallback_and_fails_closed() {
+    let user = TestUser::create("tsrv-id-netfb");
+    let (port, policy) = domains_upstream();
+    let srv = start_in(&user, &[("TOOLSRV_USERNS", "per-run")], None, &policy);
+    srv.server.wait_log("per-run-user-namespace");
+    srv.server.wait_log("the fallback for network.domains");
+    let (out, ok) = srv.call_as(&user, &raw_get("127.0.0.1", port));
+    assert!(!ok && !out.contains("hello-upstream"), "{out}");
+    let (out, ok) = srv.call_as(&user, "echo \"$HTTP_PROXY\"");
+    assert!(ok && out.contains("@127.0.0.1:"), "{out}");
 }

@@ -186,9 +186,11 @@ fn setup_and_exec(args: &ChildArgs) -> Result<(), Failure> {
         // inside the view), and Landlock applies in it.
         sys::setns(args.mount_ns, libc::CLONE_NEWNS).at(Stage::View)?;
     }
-    if args.net_ns >= 0 && !args.join.new_user_ns {
+    if args.net_ns >= 0 {
         // The run's own network: while the child still has the server's
-        // rights over the namespace it was made in.
+        // rights over the namespace it was made in. A child in a user
+        // namespace of its own has none, and fails here rather than run
+        // with the host's network.
         sys::setns(args.net_ns, libc::CLONE_NEWNET).at(Stage::Network)?;
     }
     if args.user_ns >= 0 {

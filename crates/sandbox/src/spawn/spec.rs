@@ -27,8 +27,8 @@ pub struct SpawnSpec<'a> {
     /// must then be a directory opened inside that namespace.
     pub mount_ns: Option<BorrowedFd<'a>>,
     /// A network namespace to enter (`setns`) right after `mount_ns`: the
-    /// run's own network (`crate::netns`, `network.domains`). Ignored with
-    /// `join.new_user_ns` (such a child has no right over it).
+    /// run's own network (`crate::netns`, `network.domains`). A child made
+    /// with `join.new_user_ns` has no right over it: its spawn fails.
     pub net_ns: Option<BorrowedFd<'a>>,
     /// A user namespace to enter (`setns`) right after `mount_ns`, becoming
     /// its uid and gid 0 with no supplementary group: the tools' namespace of
