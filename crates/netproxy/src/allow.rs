@@ -373,4 +373,21 @@ mod tests {
             "network.hosts: \"up.test\" is pinned to no address"
         );
     }
+
+    proptest::proptest! {
+        /// Any line is a valid entry or a refusal naming it; never a panic.
+        #[test]
+        fn any_line_parses_or_is_refused_by_name(line in "\\PC{0,40}") {
+            match Allowlist::new(std::slice::from_ref(&line), &[]) {
+                Ok(a) => {
+                    let _ = a.ports();
+                    let _ = a.allows(&line, 443);
+                }
+                Err(e) => {
+                    let named = format!("{:?}", line);
+                    proptest::prop_assert!(e.to_string().contains(&named), "{}", e);
+                }
+            }
+        }
+    }
 }

@@ -207,4 +207,18 @@ mod tests {
         status[2] = 0x10;
         assert_eq!(answer(&status, &g).unwrap()[3] & 0x0f, NOTIMP);
     }
+
+    proptest::proptest! {
+        /// Whatever a tool sends to port 53, the stub answers with a
+        /// well-formed header or not at all, and never panics.
+        #[test]
+        fn any_packet_gets_a_header_or_nothing(packet in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let g = gate(&["pypi.org"]);
+            if let Some(r) = answer(&packet, &g) {
+                proptest::prop_assert!(r.len() >= 12);
+                proptest::prop_assert_eq!(&r[..2], &packet[..2]);
+                proptest::prop_assert!(r[2] & 0x80 != 0, "a response");
+            }
+        }
+    }
 }
