@@ -31,6 +31,8 @@ pub struct Config {
     pub ollie: Option<PathBuf>,
     /// The log file (stderr when absent).
     pub log: Option<PathBuf>,
+    /// The audit log (`--audit`, docs/audit.md): none when absent.
+    pub audit: Option<PathBuf>,
     /// A tool's timeout when neither its metadata nor the request sets one.
     pub default_timeout: Duration,
     /// Finished processes are dismissed this long after they end.
@@ -120,6 +122,7 @@ impl Config {
             builtin_cache: None,
             secret_file: None,
             pinned_secret: None,
+            audit: None,
             max_connections: Self::MAX_CONNECTIONS as usize,
             auth_timeout: duration(Self::AUTH_TIMEOUT),
             retention: Retention {

@@ -6,6 +6,7 @@
 //! - `daemon`: [`Daemon`]: the start-up steps in their order, the runtime,
 //!   the signals.
 //! - `config`: [`Config`], the `serve` settings and their defaults.
+//! - `audit`: the audit log's records (`--audit`, docs/audit.md).
 //! - `bypass`: the bypass broker (pending requests, approval, expiry).
 //! - `completion`: background completion messages to the Ollie namespace.
 //! - `auth`: the shared-secret / session-token authentication (docs/protocol.md, "Authentication").
@@ -31,6 +32,7 @@
 
 mod accept;
 mod activity;
+mod audit;
 mod auth;
 mod bypass;
 mod completion;

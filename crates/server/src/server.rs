@@ -51,6 +51,7 @@ fn server_files(
     .into_iter()
     .chain(config.secret_file.clone())
     .chain(config.log.clone())
+    .chain(config.audit.clone())
     .collect();
     // grants.yaml (docs/policy-format.md) joins this list where the server keeps one.
     let shown = vec![config.tools_dir.clone(), tools_dir.to_path_buf()];
@@ -95,6 +96,8 @@ pub struct Server {
     pub(crate) procs: ProcTable,
     /// Pending bypass requests.
     pub(crate) broker: Broker,
+    /// The audit log, if `--audit` names one.
+    pub(crate) audit: crate::audit::Audit,
     /// Open connections and when the server was last busy (idle monitor).
     pub(crate) activity: crate::activity::Activity,
     /// What the server confines its tools with (the `doctor` file).
@@ -150,6 +153,8 @@ impl Server {
             );
             (dir, temp)
         };
+        let audit =
+            crate::audit::Audit::open(config.audit.as_deref()).map_err(std::io::Error::other)?;
         let auth = (!config.no_auth).then(|| match &config.pinned_secret {
             Some(s) => SecretAuth::pinned(s.bytes()),
             None => SecretAuth::new(),
@@ -230,6 +235,7 @@ impl Server {
             activity: crate::activity::Activity::default(),
             procs: ProcTable::new(config.max_output, config.retention),
             broker: Broker::default(),
+            audit,
             _builtin_dir: builtin_dir,
             facts,
             presence,
@@ -310,7 +316,9 @@ impl Server {
         {
             return;
         }
+        self.audit.run_start(proc, plan);
         self.executor.run(proc, plan).await;
+        self.audit.run_end(proc);
     }
 
     /// Whether the peer `pid` is a run of this server or of any other live

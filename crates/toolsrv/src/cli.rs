@@ -134,9 +134,43 @@ pub struct ServeArgs {
     /// Background processes one agent may have running (or awaiting approval) at once.
     #[arg(long, value_name = "N", default_value_t = Config::MAX_BACKGROUND, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_background: u32,
+    /// Append a tamper-evident record of every run, approval and denial to
+    /// this file (mode 0600, hash-chained; `toolsrv audit verify FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
     /// Test hook: pretend the kernel supports at most this Landlock ABI.
     #[arg(long, hide = true, value_name = "N")]
     pub landlock_abi_limit: Option<i32>,
+}
+
+/// `toolsrv audit`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AuditArgs {
+    /// `verify FILE`: check the chain.
+    #[command(subcommand)]
+    pub verify: Option<AuditCommand>,
+    /// The audit log.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Keep printing records as they are appended.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Print the records as written (JSON lines).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `toolsrv audit verify`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check that no record was edited, removed, inserted or reordered:
+    /// print the number of records (exit 0), or the first bad one (exit 1).
+    Verify {
+        /// The audit log.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 /// How a tool is run by `call` and `bg`.
@@ -306,6 +340,9 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         sandbox: Option<PathBuf>,
     },
+    /// Print an audit log (`serve --audit FILE`) readably, or check its
+    /// chain (`audit verify FILE`).
+    Audit(AuditArgs),
     /// Show the server's platform and architecture.
     Info,
     /// List every tool available on the server's host.

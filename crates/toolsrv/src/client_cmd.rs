@@ -103,6 +103,7 @@ async fn run_command(global: &Global, client: &Client, cmd: Command) -> Result<E
         | Command::Man { .. }
         | Command::Remote(_)
         | Command::Doctor { .. }
+        | Command::Audit(_)
         | Command::Mcp(_) => {
             unreachable!("handled in main")
         }

@@ -20,6 +20,7 @@
 //! - [`paths`]: `~` expansion and the Ollie configuration directory.
 
 mod approval;
+mod audit_cmd;
 // The doc comments in cli.rs are clap's help text (`<socket>.secret`,
 // `[::1]:PORT`), not rustdoc markup.
 #[allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         cli::Command::Remote(cmd) => remote_cmd::main(&cli.global, cmd),
         cli::Command::Mcp(args) => mcp_cmd::main(&cli.global, args),
         cli::Command::Doctor { sandbox } => doctor_cmd::main(&cli.global, sandbox),
+        cli::Command::Audit(args) => audit_cmd::main(args),
         other => client_cmd::main(&cli.global, other),
     }
 }

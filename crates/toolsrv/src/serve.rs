@@ -91,6 +91,10 @@ fn resolve(a: ServeArgs, secret_file: Option<PathBuf>) -> Result<Config> {
     c.retention.max_output_bytes = a.max_finished_output;
     c.retention.max_finished = a.max_finished;
     c.retention.max_background_per_agent = a.max_background as usize;
+    c.audit = a
+        .audit
+        .as_deref()
+        .map(|p| std::path::absolute(expand_tilde(p)).unwrap_or_else(|_| p.to_path_buf()));
     if let Some(f) = secret_file {
         if a.no_auth {
             bail!("--secret-file and --no-auth cannot be used together");

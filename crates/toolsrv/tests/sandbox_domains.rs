@@ -363,3 +363,43 @@ fn an_address_line_allows_that_address_and_port_directly_and_through_the_proxy()
     );
     assert_eq!(other.seen(), 0);
 }
+
+#[test]
+fn a_runs_denials_are_audit_records_after_its_end() {
+    let up = Upstream::start();
+    let outside = outside_dir();
+    let log = outside.path().join("audit.log");
+    let mut policy = Policy::new(outside.path());
+    policy.domains = vec![format!("up.test:{}", up.port)];
+    policy.hosts = vec![("up.test".into(), "127.0.0.1".into())];
+    let log_arg = log.display().to_string();
+    let mut f = Fixture::start(
+        outside,
+        Mode::File(policy),
+        &["--audit", &log_arg],
+        &[],
+        None,
+    );
+    let probe = f.install_webprobe();
+    let p = up.port;
+    f.sh(&format!(
+        "{probe} proxy-get evil.test {p}; {probe} proxy-get evil.test {p}"
+    ));
+    let text = std::fs::read_to_string(&log).expect("the audit log");
+    let denial: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+        .find(|r| r["event"] == "denial")
+        .unwrap_or_else(|| panic!("no denial record: {text}"));
+    assert_eq!(denial["target"], format!("evil.test:{p}"));
+    assert_eq!(denial["count"], 2);
+    assert_eq!(
+        denial["allow"],
+        format!("network.domains: [\"evil.test:{p}\"]")
+    );
+    let end = text
+        .lines()
+        .find(|l| l.contains(r#""event":"run_end""#))
+        .expect("a run_end");
+    assert!(end.contains(r#""denials":2"#), "{end}");
+}

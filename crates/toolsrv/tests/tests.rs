@@ -6,6 +6,7 @@
 
 mod util;
 
+mod audit;
 mod auth;
 mod bypass;
 mod cli_interrupt;

@@ -52,11 +52,21 @@ pub(crate) struct ResolveFile(pub(crate) Arc<Server>);
 impl File for ResolveFile {
     fn open(&self, _m: OpenMode, conn: &ConnInfo) -> Result<Arc<dyn Handle>, Error> {
         self.0.check_observer(conn)?;
-        Ok(Arc::new(ResolveHandle(self.0.clone())))
+        Ok(Arc::new(ResolveHandle {
+            server: self.0.clone(),
+            uid: conn.peer_uid,
+            pid: conn.peer_pid,
+        }))
     }
 }
 
-struct ResolveHandle(Arc<Server>);
+/// An open `bypass/resolve`, with who opened it (`SO_PEERCRED`) for the
+/// audit log.
+struct ResolveHandle {
+    server: Arc<Server>,
+    uid: Option<u32>,
+    pid: Option<i32>,
+}
 
 #[async_trait]
 impl Handle for ResolveHandle {
@@ -67,7 +77,13 @@ impl Handle for ResolveHandle {
         } else {
             Decision::Reject(r.reason.clone().unwrap_or_else(|| "rejected".into()))
         };
-        self.0.broker.resolve(&r.id, decision).map_err(rerror)?;
+        self.server
+            .broker
+            .resolve(&r.id, decision)
+            .map_err(rerror)?;
+        self.server
+            .audit
+            .decision(&r.id, r.approve, r.reason.as_deref(), self.uid, self.pid);
         tracing::info!(id = %r.id, approve = r.approve, "bypass request resolved");
         Ok(data.len() as u32)
     }

@@ -247,7 +247,7 @@ async fn proc_lists_its_fixed_files_then_one_directory_per_process() {
 }
 
 #[tokio::test]
-async fn a_process_directory_holds_out_wait_stat_and_ctl() {
+async fn a_process_directory_holds_out_wait_stat_ctl_and_denials() {
     bounded(async {
         let h = Harness::yolo(&[SH]);
         let mut c = h.connect().await;
@@ -263,6 +263,7 @@ async fn a_process_directory_holds_out_wait_stat_and_ctl() {
             got,
             [
                 ("ctl".to_string(), 0o200),
+                ("denials".to_string(), 0o444),
                 ("out".to_string(), 0o444),
                 ("stat".to_string(), 0o444),
                 ("wait".to_string(), 0o444)
