@@ -478,6 +478,21 @@ fn a_write_over_the_file_size_limit_stops_at_the_limit() {
         .expect("big")
         .len();
     assert_eq!(len, 1 << 20, "the file grew past file_size");
+    // The limit reached is a denial of the run, with the line that allows more.
+    let payload = toolsrv_protocol::encode_payload(&[
+        ("tool", "shell"),
+        ("agent", "a1"),
+        ("command", "exec head -c 5242880 /dev/zero > w/big3"),
+    ]);
+    let pid = c.ask("proc/new.bg", &payload).expect("started");
+    let pid = pid.trim();
+    let _ = c.read_file(&format!("proc/{pid}/wait"));
+    let file = String::from_utf8(c.read_file(&format!("proc/{pid}/denials"))).expect("utf8");
+    let d: serde_json::Value = serde_json::from_str(file.trim()).expect("one JSON line");
+    assert_eq!(d["kind"], "limit", "{file}");
+    assert_eq!(d["access"], "file_size");
+    assert_eq!(d["target"], "1MiB");
+    assert_eq!(d["allow"], "limits.file_size: 2MiB");
 }
 
 #[test]

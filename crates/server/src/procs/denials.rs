@@ -1,13 +1,14 @@
 //! A run's denials (docs/protocol.md, "Denials"): what its sandbox refused
 //! it, one record per distinct kind, access and target with a count, read
 //! as `proc/<pid>/denials` (one JSON object per line) and summed up in the
-//! last lines of its result. Today the network's: refused hosts, names and
-//! addresses under `network.domains`.
+//! last lines of its result. Today the network's (refused hosts, names and
+//! addresses under `network.domains`) and the limits a run reached (their
+//! own line in the result already says so: they are not summed up again).
 
 use std::collections::HashMap;
 
 use toolsrv_netproxy::Denial;
-use toolsrv_protocol::format_rfc3339_millis;
+use toolsrv_protocol::{format_rfc3339_millis, LimitName, Limits};
 
 /// The most denial lines a result carries; the rest are counted.
 pub(crate) const SHOWN: usize = 5;
@@ -54,6 +55,34 @@ pub(crate) fn records(denials: &[Denial]) -> Vec<Record> {
     out
 }
 
+/// The record of a run that reached `name` of `limits`: the access is the
+/// limit's name, the target its value, the line that would allow more its
+/// value doubled.
+pub(crate) fn limit_record(limits: &Limits, name: LimitName) -> Record {
+    let value_of = |l: &Limits| {
+        l.describe(name)
+            .split_once(' ')
+            .map(|(_, v)| v.to_string())
+            .unwrap_or_default()
+    };
+    let mut more = *limits;
+    match name {
+        LimitName::Processes => more.processes = more.processes.saturating_mul(2),
+        LimitName::OpenFiles => more.open_files = more.open_files.saturating_mul(2),
+        LimitName::Memory => more.memory = more.memory.saturating_mul(2),
+        LimitName::FileSize => more.file_size = more.file_size.saturating_mul(2),
+        LimitName::Cpu => more.cpu = more.cpu.saturating_mul(2),
+    }
+    Record {
+        time: std::time::SystemTime::now(),
+        kind: "limit",
+        access: name.as_str(),
+        target: value_of(limits),
+        count: 1,
+        allow: format!("limits.{}: {}", name.as_str(), value_of(&more)),
+    }
+}
+
 /// The `proc/<pid>/denials` file: one JSON object per record and line.
 pub(crate) fn json_lines(records: &[Record]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -75,6 +104,7 @@ pub(crate) fn json_lines(records: &[Record]) -> Vec<u8> {
 /// The last lines of a result: at most [`SHOWN`] denials, then how many
 /// more `proc/<pid>/denials` holds.
 pub(crate) fn result_lines(records: &[Record], pid: u64) -> Vec<String> {
+    let records: Vec<&Record> = records.iter().filter(|r| r.kind != "limit").collect();
     let mut lines: Vec<String> = records
         .iter()
         .take(SHOWN)

@@ -89,6 +89,8 @@ pub(crate) struct Proc {
     /// What its network's proxy refused it (`network.domains`), set when it
     /// starts.
     network_denials: std::sync::OnceLock<toolsrv_netproxy::Denials>,
+    /// The limits it reached, as denials (set as it ends).
+    limit_denials: Mutex<Vec<denials::Record>>,
 }
 
 /// An open file of a process's `proc/<pid>/` directory (held by its handle).
@@ -174,11 +176,20 @@ impl Proc {
         let _ = self.network_denials.set(denials);
     }
 
-    /// Its denials so far, merged (`proc/<pid>/denials`).
+    /// Its denials so far, merged (`proc/<pid>/denials`): the network's,
+    /// then the limits reached.
     pub(crate) fn denials(&self) -> Vec<denials::Record> {
-        self.network_denials
+        let mut out = self
+            .network_denials
             .get()
-            .map_or_else(Vec::new, |d| denials::records(&d.list()))
+            .map_or_else(Vec::new, |d| denials::records(&d.list()));
+        out.extend(self.limit_denials.lock_unpoisoned().iter().cloned());
+        out
+    }
+
+    /// Record the limits it reached as denials.
+    pub(crate) fn set_limit_denials(&self, records: Vec<denials::Record>) {
+        *self.limit_denials.lock_unpoisoned() = records;
     }
 
     /// Add more closing lines (the protected paths its output names as
@@ -385,6 +396,7 @@ impl ProcTable {
             open_files: AtomicUsize::new(0),
             released: AtomicBool::new(false),
             network_denials: std::sync::OnceLock::new(),
+            limit_denials: Mutex::new(Vec::new()),
         });
         g.map.insert(pid, p.clone());
         Ok(p)

@@ -260,4 +260,9 @@ fn record_limits_reached(proc: &Proc, limits: &Limits, hits: &[LimitName]) {
         }
     }
     proc.set_limits_reached(lines);
+    proc.set_limit_denials(
+        hits.iter()
+            .map(|h| crate::procs::denials::limit_record(limits, *h))
+            .collect(),
+    );
 }
